@@ -1,0 +1,178 @@
+"""One typed configuration object holding every knob.
+
+Precedence (highest first): explicit overrides (CLI flags, ``configurable`` in graphs) →
+environment variables (``RCA_`` prefix, ``__`` between nesting levels, e.g.
+``RCA_CORPUS__CHUNK_SIZE=256``) → a TOML file (``RCA_CONFIG`` or ``./rca.toml``) → defaults.
+Paper symbols keep the paper's names and defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from .errors import ConfigError
+
+
+def default_home() -> Path:
+    """Where collections and assembled model files live (``RCA_HOME`` or the user cache)."""
+    env = os.environ.get("RCA_HOME")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "rag_complexity_agents"
+
+
+class ModelsConfig(BaseModel):
+    """Model specs. See ``rag_complexity_agents.models`` for the accepted spec strings."""
+
+    chat: str = Field(
+        "auto",
+        description="'auto' (best packaged model installed), 'llamacpp:<path.gguf|packaged name>' "
+        "or 'ollama:<model>'.",
+    )
+    embedding: str = Field(
+        "packaged:all-minilm-l6-v2", description="'packaged:all-minilm-l6-v2' or a local path."
+    )
+    scorer: str = Field(
+        "bi-encoder", description="'bi-encoder', 'splade' or 'cross-encoder:<local path>'."
+    )
+    equivalence: str = Field(
+        "lexical", description="'lexical', 'embedding', 'llm' or 'nli:<local path>'."
+    )
+    ollama_host: str = "http://127.0.0.1:11434"
+    ollama_timeout_s: float = Field(120.0, gt=0)
+    n_ctx: int = Field(4096, ge=256, description="llama.cpp context window in tokens.")
+    n_threads: int | None = Field(None, description="llama.cpp threads; None = all cores.")
+    max_tokens: int = Field(256, ge=1, description="Default generation length.")
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    seed: int = 0
+    embed_batch_size: int = Field(64, ge=1)
+    embedding_cosine_threshold: float = Field(
+        0.85, ge=-1.0, le=1.0, description="Cosine at which the 'embedding' equivalence says yes."
+    )
+
+
+class CorpusConfig(BaseModel):
+    """Where collections live and how documents become chunks."""
+
+    home: Path = Field(default_factory=default_home)
+    chroma_host: str | None = Field(
+        None, description="Use a Chroma server (HttpClient) instead of on-disk PersistentClient."
+    )
+    chroma_port: int = 8000
+    chunk_size: int = Field(200, ge=16, description="Chunk length in embedding-tokenizer tokens.")
+    chunk_overlap: int = Field(40, ge=0)
+    ingest_batch_size: int = Field(256, ge=1, description="Chunks embedded and written per step.")
+
+    @model_validator(mode="after")
+    def _overlap_smaller_than_chunk(self) -> CorpusConfig:
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError(
+                f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_size "
+                f"({self.chunk_size})"
+            )
+        return self
+
+    @property
+    def collections_dir(self) -> Path:
+        return self.home / "collections"
+
+
+class GraphConfig(BaseModel):
+    """Neighbourhood graph G (SUNAR §3.1.1): top-k most similar chunks per chunk."""
+
+    k: int = Field(100, ge=1, description="Neighbours stored per chunk (paper: 100).")
+    block_size: int = Field(4096, ge=64, description="Rows per block of the exact top-k build.")
+
+
+class RetrievalConfig(BaseModel):
+    """First-stage retrieval."""
+
+    mode: Literal["bm25", "dense", "hybrid"] = "hybrid"
+    k: int = Field(10, ge=1, description="Documents returned to the caller.")
+    first_stage_k: int = Field(100, ge=1, description="R: first-stage list size (paper: 100).")
+    rrf_k: int = Field(60, ge=1, description="Reciprocal-rank-fusion constant.")
+
+
+class Config(BaseSettings):
+    """Every knob of rag_complexity_agents in one object."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RCA_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_assignment=True,
+    )
+
+    models: ModelsConfig = Field(default_factory=ModelsConfig)
+    corpus: CorpusConfig = Field(default_factory=CorpusConfig)
+    graph: GraphConfig = Field(default_factory=GraphConfig)
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    collection: str = Field("demo", min_length=3, max_length=512)
+    max_question_chars: int = Field(4000, ge=16)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_path = os.environ.get("RCA_CONFIG") or "rca.toml"
+        return (
+            init_settings,
+            env_settings,
+            TomlConfigSettingsSource(settings_cls, toml_file=toml_path),
+        )
+
+    def with_overrides(self, overrides: dict[str, Any]) -> Config:
+        """A copy with dotted-key overrides applied, e.g. ``{"graph.k": 16}``; validated."""
+        data = self.model_dump()
+        for dotted, value in overrides.items():
+            if value is None:
+                continue
+            node = data
+            *parents, leaf = dotted.split(".")
+            for part in parents:
+                if not isinstance(node.get(part), dict):
+                    raise ConfigError(f"unknown config section {dotted!r}")
+                node = node[part]
+            if leaf not in node:
+                raise ConfigError(f"unknown config key {dotted!r}")
+            node[leaf] = value
+        try:
+            return Config.model_validate(data)
+        except ValueError as exc:
+            raise ConfigError(f"invalid config override: {exc}") from exc
+
+
+def load_config(path: str | Path | None = None, **overrides: Any) -> Config:
+    """Load the config from ``path`` (TOML), the environment and dotted ``overrides``."""
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist")
+        previous = os.environ.get("RCA_CONFIG")
+        os.environ["RCA_CONFIG"] = str(path)
+        try:
+            cfg = Config()
+        finally:
+            if previous is None:
+                os.environ.pop("RCA_CONFIG", None)
+            else:
+                os.environ["RCA_CONFIG"] = previous
+    else:
+        cfg = Config()
+    return cfg.with_overrides({k.replace("__", "."): v for k, v in overrides.items()})

@@ -1,0 +1,31 @@
+"""One exception hierarchy; every message tells the user what to do next."""
+
+from __future__ import annotations
+
+
+class RCAError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ConfigError(RCAError):
+    """A configuration value or model spec is invalid."""
+
+
+class ModelNotAvailable(RCAError):
+    """A model (chat, embedding, scorer, equivalence) cannot be found or loaded."""
+
+
+class ChecksumMismatch(ModelNotAvailable):
+    """Assembled model weights do not match the published sha256."""
+
+
+class ModelServerError(RCAError):
+    """A model server (Ollama) is down, slow or answered with an error."""
+
+
+class CorpusError(RCAError):
+    """A corpus input or a stored collection is missing, empty or unreadable."""
+
+
+class InputError(RCAError):
+    """A question or other user input is unusable (empty, too long, garbled)."""

@@ -1,0 +1,59 @@
+"""Plain data types shared by every layer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Provenance = Literal["first_stage", "neighbour", "backfill"]
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One stored passage: the unit of retrieval."""
+
+    id: str
+    text: str
+    title: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ScoredDoc:
+    """A retrieved chunk with its score and where it came from.
+
+    ``source`` is ``first_stage`` for documents of the initial ranking, ``neighbour`` for
+    documents reached through the corpus graph and ``backfill`` for unscored first-stage
+    documents appended after the budget ran out. ``batch`` is the NAR batch that scored it
+    and ``via`` the id of the document whose neighbours brought it in.
+    """
+
+    chunk: Chunk
+    score: float
+    source: Provenance = "first_stage"
+    rank: int | None = None
+    batch: int | None = None
+    via: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.chunk.id
+
+    @property
+    def text(self) -> str:
+        return self.chunk.text
+
+    def to_trace(self) -> dict[str, Any]:
+        """JSON-serialisable view for traces."""
+        return {
+            "id": self.chunk.id,
+            "title": self.chunk.title,
+            "score": float(self.score),
+            "source": self.source,
+            "rank": self.rank,
+            "batch": self.batch,
+            "via": self.via,
+            **self.extra,
+        }
