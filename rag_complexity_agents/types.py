@@ -57,3 +57,11 @@ class ScoredDoc:
             "via": self.via,
             **self.extra,
         }
+
+
+@dataclass(slots=True)
+class RunResult:
+    """What every strategy returns: the answer and a JSON-serialisable trace."""
+
+    answer: str
+    trace: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,29 @@
+# The two commands of the README: `make demo` (main job) and `make test` (test suite).
+VENV ?= .venv
+RCA := $(VENV)/bin/rca
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export ANONYMIZED_TELEMETRY := False
+export LANGCHAIN_TRACING_V2 := false
+export LANGSMITH_TRACING := false
+
+DEMO_QUESTION ?= In which country was the director of the film Spirited Away born?
+
+.PHONY: setup demo test lint format
+setup:
+	@scripts/bootstrap.sh
+
+demo: setup
+	$(RCA) index --demo --quiet
+	$(RCA) ask "$(DEMO_QUESTION)"
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: lint
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
+
+format: setup
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .

@@ -1,0 +1,26 @@
+"""Prompt for single-step retrieve-then-answer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...types import ScoredDoc
+
+SYSTEM = (
+    "You answer questions using the numbered passages provided. Reply with the answer only: "
+    "a name, date, number or short phrase, with no explanation. If the passages do not "
+    "contain the answer, give your best guess."
+)
+
+
+def format_passages(docs: Sequence[ScoredDoc], *, max_chars: int = 700) -> str:
+    lines = []
+    for number, doc in enumerate(docs, start=1):
+        title = f"{doc.chunk.title}: " if doc.chunk.title else ""
+        text = doc.text if len(doc.text) <= max_chars else doc.text[:max_chars] + " …"
+        lines.append(f"[{number}] {title}{text}")
+    return "\n".join(lines)
+
+
+def user_message(question: str, docs: Sequence[ScoredDoc]) -> str:
+    return f"Passages:\n{format_passages(docs)}\n\nQuestion: {question}\nAnswer:"

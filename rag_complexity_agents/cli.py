@@ -1,0 +1,206 @@
+"""The ``rca`` command line: index, ask, info."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from .config import Config, load_config
+from .errors import ConfigError, RCAError
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+app = typer.Typer(
+    help="rag_complexity_agents: measurable complex-question answering, offline.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", help="TOML config file (default: ./rca.toml if present).")
+]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override any config key, e.g. --set graph.k=16 (repeatable)."),
+]
+
+
+def _fail_cleanly(func: F) -> F:
+    """Turn our own errors into one red line and exit code 2 (no traceback)."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except RCAError as exc:
+            typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+            raise typer.Exit(code=2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _parse_set(pairs: list[str] | None) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set expects key=value, got {pair!r}")
+        try:
+            overrides[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            overrides[key.strip()] = raw
+    return overrides
+
+
+def _config(path: Path | None, pairs: list[str] | None, **flags: Any) -> Config:
+    overrides = _parse_set(pairs)
+    overrides.update({key: value for key, value in flags.items() if value is not None})
+    return load_config(path).with_overrides(overrides)
+
+
+@app.command()
+@_fail_cleanly
+def index(
+    path: Annotated[
+        Path | None,
+        typer.Argument(help="Directory of .txt/.md/.jsonl files, or one such file."),
+    ] = None,
+    collection: Annotated[str | None, typer.Option("--collection", "-c")] = None,
+    demo: Annotated[bool, typer.Option("--demo", help="Index the bundled demo corpus.")] = False,
+    chunk_size: Annotated[int | None, typer.Option(help="Tokens per chunk.")] = None,
+    chunk_overlap: Annotated[int | None, typer.Option(help="Overlapping tokens.")] = None,
+    graph_k: Annotated[int | None, typer.Option(help="Neighbours stored per chunk.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    config: ConfigOption = None,
+    set_: SetOption = None,
+) -> None:
+    """Add documents to a collection (idempotent; safe to interrupt and rerun)."""
+    from .corpus.demo import DEMO_CORPUS
+    from .corpus.documents import iter_documents
+    from .corpus.store import CorpusStore
+
+    if demo == (path is not None):
+        raise ConfigError("give either a PATH to index or --demo")
+    source = DEMO_CORPUS if demo else path
+    assert source is not None
+    cfg = _config(
+        config,
+        set_,
+        collection=collection,
+        **{
+            "corpus.chunk_size": chunk_size,
+            "corpus.chunk_overlap": chunk_overlap,
+            "graph.k": graph_k,
+        },
+    )
+    store = CorpusStore.open_or_create(cfg.collection, cfg)
+    report = store.ingest(iter_documents(source), progress=not quiet)
+    typer.echo(
+        f"collection {store.name!r}: {report.documents} documents → {report.chunks} chunks; "
+        f"added {report.added}, already present {report.skipped}; {report.rows} chunks stored "
+        f"in {store.directory}"
+    )
+
+
+@app.command()
+@_fail_cleanly
+def ask(
+    question: Annotated[str, typer.Argument(help="The question (use '-' to read stdin).")],
+    collection: Annotated[str | None, typer.Option("--collection", "-c")] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="auto | llamacpp:<gguf|name> | ollama:<m>")
+    ] = None,
+    k: Annotated[int | None, typer.Option("--k", help="Passages given to the model.")] = None,
+    mode: Annotated[str | None, typer.Option(help="First stage: bm25 | dense | hybrid.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the full trace as JSON.")] = False,
+    config: ConfigOption = None,
+    set_: SetOption = None,
+) -> None:
+    """Answer a question with single-step RAG over a collection; prints answer and evidence."""
+    from .agents.single_step import answer_single_step
+    from .components import Components
+    from .text import validate_question
+
+    if question == "-":
+        question = sys.stdin.read()
+    cfg = _config(
+        config,
+        set_,
+        collection=collection,
+        **{"models.chat": model, "retrieval.k": k, "retrieval.mode": mode},
+    )
+    question = validate_question(question, max_chars=cfg.max_question_chars)
+    parts = Components(cfg)
+    result = answer_single_step(question, parts.first_stage, parts.chat, k=cfg.retrieval.k)
+    if as_json:
+        typer.echo(json.dumps({"answer": result.answer, "trace": result.trace}, indent=2))
+        return
+    typer.secho(f"Q: {question}", bold=True)
+    typer.secho(f"A: {result.answer}", fg=typer.colors.GREEN, bold=True)
+    typer.echo("\nEvidence:")
+    for number, doc in enumerate(result.trace["evidence"], start=1):
+        text = parts.store.chunk(doc["id"]).text
+        snippet = text if len(text) <= 160 else text[:157] + "..."
+        typer.echo(f"  [{number}] {doc['title']} (score {doc['score']:.3f}): {snippet}")
+    t = result.trace
+    typer.echo(
+        f"\n{t['llm_calls']} LLM call, {t['input_tokens']}+{t['output_tokens']} tokens, "
+        f"{t['seconds']:.1f} s"
+    )
+
+
+@app.command()
+@_fail_cleanly
+def info(
+    collection: Annotated[str | None, typer.Option("--collection", "-c")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    config: ConfigOption = None,
+    set_: SetOption = None,
+) -> None:
+    """Show collections (sizes, graph statistics) and the models found on this machine."""
+    from .corpus.store import CorpusStore, list_collections
+    from .models.packaged import list_packaged_models
+
+    cfg = _config(config, set_)
+    names = [collection] if collection else list_collections(cfg)
+    report = {
+        "home": str(cfg.corpus.home),
+        "collections": {name: CorpusStore.open(name, cfg).stats() for name in names},
+        "models": list_packaged_models(cfg.corpus.home),
+        "config": {"chat": cfg.models.chat, "embedding": cfg.models.embedding,
+                   "scorer": cfg.models.scorer, "equivalence": cfg.models.equivalence},
+    }
+    if as_json:
+        typer.echo(json.dumps(report, indent=2, default=str))
+        return
+    typer.secho(f"home: {report['home']}", bold=True)
+    if not names:
+        typer.echo("no collections yet; create one with: rca index --demo")
+    for name, stats in report["collections"].items():
+        graph = stats.get("graph", {})
+        typer.echo(
+            f"collection {name}: {stats['rows']} chunks, {stats['disk_mb']} MB, embedding "
+            f"{stats['embedding']}, chunk {stats['chunk_size']}/{stats['chunk_overlap']} tokens"
+        )
+        if graph:
+            typer.echo(f"  graph: {json.dumps(graph, default=str)}")
+    typer.secho("models:", bold=True)
+    for entry in report["models"]:
+        mark = "installed" if entry["installed"] else "missing"
+        typer.echo(f"  {entry['name']} ({entry['kind']}): {mark} {entry.get('path') or ''}")
+    typer.echo(f"configured: {json.dumps(report['config'])}")
+
+
+if __name__ == "__main__":
+    app()
