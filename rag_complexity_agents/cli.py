@@ -178,8 +178,12 @@ def info(
         "home": str(cfg.corpus.home),
         "collections": {name: CorpusStore.open(name, cfg).stats() for name in names},
         "models": list_packaged_models(cfg.corpus.home),
-        "config": {"chat": cfg.models.chat, "embedding": cfg.models.embedding,
-                   "scorer": cfg.models.scorer, "equivalence": cfg.models.equivalence},
+        "config": {
+            "chat": cfg.models.chat,
+            "embedding": cfg.models.embedding,
+            "scorer": cfg.models.scorer,
+            "equivalence": cfg.models.equivalence,
+        },
     }
     if as_json:
         typer.echo(json.dumps(report, indent=2, default=str))

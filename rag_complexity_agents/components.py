@@ -46,7 +46,9 @@ class Components:
         from .models.scorers import load_scorer
 
         store = self.store
-        return load_scorer(self.config.models.scorer, embedder=store.embedder, vector_lookup=store.vectors)
+        return load_scorer(
+            self.config.models.scorer, embedder=store.embedder, vector_lookup=store.vectors
+        )
 
     @cached_property
     def equivalence(self) -> Equivalence:

@@ -238,7 +238,9 @@ class CorpusStore:
 
     @cached_property
     def embedder(self) -> SentenceTransformerEmbedder:
-        return load_embedder(self.manifest.embedding, batch_size=self.config.models.embed_batch_size)
+        return load_embedder(
+            self.manifest.embedding, batch_size=self.config.models.embed_batch_size
+        )
 
     @cached_property
     def _chroma_collection(self) -> Any:
@@ -252,7 +254,9 @@ class CorpusStore:
                 host=corpus.chroma_host, port=corpus.chroma_port, settings=settings
             )
         else:
-            client = chromadb.PersistentClient(path=str(self.directory / "chroma"), settings=settings)
+            client = chromadb.PersistentClient(
+                path=str(self.directory / "chroma"), settings=settings
+            )
         self._chroma_max_batch = int(client.get_max_batch_size())
         return client.get_or_create_collection(
             name=self.manifest.name,
@@ -274,9 +278,7 @@ class CorpusStore:
         with open(self._chunks_path, encoding="utf-8") as handle:
             for line in handle:
                 record = json.loads(line)
-                out.append(
-                    Chunk(record["id"], record["text"], record["title"], record["metadata"])
-                )
+                out.append(Chunk(record["id"], record["text"], record["title"], record["metadata"]))
         return out
 
     @cached_property
@@ -362,9 +364,7 @@ class CorpusStore:
                     chunks.append(chunk)
         return n_docs, chunks
 
-    def ingest(
-        self, documents: Iterable[SourceDocument], *, progress: bool = True
-    ) -> IngestReport:
+    def ingest(self, documents: Iterable[SourceDocument], *, progress: bool = True) -> IngestReport:
         """Add documents; already stored chunks are skipped. Safe to interrupt and rerun.
 
         All documents are read and chunked before anything is written, so a bad file stops
@@ -412,7 +412,10 @@ class CorpusStore:
             + "\n"
             for c in batch
         ).encode("utf-8")
-        for path, payload in ((self._chunks_path, lines), (self._embeddings_path, vectors.tobytes())):
+        for path, payload in (
+            (self._chunks_path, lines),
+            (self._embeddings_path, vectors.tobytes()),
+        ):
             with open(path, "ab") as handle:
                 handle.write(payload)
                 handle.flush()
@@ -457,7 +460,10 @@ class CorpusStore:
             embeddings = np.asarray(self.embeddings)
             if m.graph_rows == 0 or not graph_dir.exists():
                 TopKGraph.build(
-                    graph_dir, embeddings, self.ids, k=m.graph_k,
+                    graph_dir,
+                    embeddings,
+                    self.ids,
+                    k=m.graph_k,
                     block_size=self.config.graph.block_size,
                 )
             else:

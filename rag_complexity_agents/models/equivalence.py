@@ -155,9 +155,7 @@ class LLMJudgeEquivalence:
     def equivalent(self, a: str, b: str, *, question: str | None = None) -> bool:
         if normalize_answer(a) == normalize_answer(b):
             return True
-        return _combine(
-            self.verdict(a, b, question), self.verdict(b, a, question), self.rule
-        )
+        return _combine(self.verdict(a, b, question), self.verdict(b, a, question), self.rule)
 
 
 def load_equivalence(

@@ -73,9 +73,7 @@ def reciprocal_rank_fusion(
             fused[doc.id] = fused.get(doc.id, 0.0) + 1.0 / (rrf_k + rank)
             docs.setdefault(doc.id, doc)
     order = sorted(fused, key=lambda i: -fused[i])[:k]
-    return [
-        ScoredDoc(docs[i].chunk, fused[i], rank=rank) for rank, i in enumerate(order, start=1)
-    ]
+    return [ScoredDoc(docs[i].chunk, fused[i], rank=rank) for rank, i in enumerate(order, start=1)]
 
 
 class HybridFirstStage:
@@ -99,4 +97,3 @@ def make_first_stage(store: CorpusStore, config: RetrievalConfig) -> FirstStage:
     if config.mode == "dense":
         return DenseFirstStage(store)
     return HybridFirstStage(store, rrf_k=config.rrf_k)
-

@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rag_complexity_agents.errors import ConfigError, ModelNotAvailable
+from rag_complexity_agents.models.equivalence import (
+    EmbeddingEquivalence,
+    LexicalEquivalence,
+    load_equivalence,
+)
+from rag_complexity_agents.models.scorers import BiEncoderScorer, load_scorer
+from rag_complexity_agents.types import Chunk
+
+DOCS = [
+    Chunk("a", "Spirited Away is a 2001 animated film directed by Hayao Miyazaki."),
+    Chunk("b", "The Danube flows through Vienna, Budapest and Belgrade."),
+    Chunk("c", "Paris is the capital and largest city of France."),
+]
+
+
+def test_bi_encoder_ranks_the_relevant_document_first(embedder) -> None:
+    scorer = BiEncoderScorer(embedder)
+    scores = scorer.score("Who directed Spirited Away?", DOCS)
+    assert scores.shape == (3,) and int(np.argmax(scores)) == 0
+    # stored vectors give the same scores as re-encoding
+    stored = {d.id: v for d, v in zip(DOCS, embedder.encode([d.text for d in DOCS]), strict=True)}
+    lookup = BiEncoderScorer(embedder, lambda ids: np.stack([stored[i] for i in ids]))
+    np.testing.assert_allclose(lookup.score("Who directed Spirited Away?", DOCS), scores, rtol=1e-5)
+    assert scorer.score("anything", []).shape == (0,)
+
+
+def test_splade_scorer_is_real_and_lexical(embedder) -> None:
+    scorer = load_scorer("splade", embedder=embedder)
+    scores = scorer.score("capital of France", DOCS)
+    assert int(np.argmax(scores)) == 2 and scores[2] > 0
+    assert scores[1] < scores[2]
+
+
+def test_unknown_or_missing_scorers(embedder) -> None:
+    with pytest.raises(ConfigError, match="unknown scorer"):
+        load_scorer("magic", embedder=embedder)
+    with pytest.raises(ModelNotAvailable, match="not a local directory"):
+        load_scorer("cross-encoder:/nonexistent/model", embedder=embedder)
+
+
+def test_lexical_equivalence() -> None:
+    eq = LexicalEquivalence()
+    assert eq.equivalent("Hayao Miyazaki", "miyazaki")
+    assert eq.equivalent("The United Kingdom", "united kingdom.")
+    assert not eq.equivalent("Paris", "London")
+    assert not eq.equivalent("", "London")
+
+
+def test_embedding_equivalence(embedder) -> None:
+    eq = EmbeddingEquivalence(embedder, threshold=0.8)
+    assert eq.equivalent("USA", "usa")
+    assert eq.equivalent("the United States of America", "United States")
+    assert not eq.equivalent("Tokyo", "a river in Germany")
+
+
+def test_equivalence_specs(embedder) -> None:
+    with pytest.raises(ConfigError, match="unknown equivalence"):
+        load_equivalence("bogus")
+    with pytest.raises(ConfigError, match="needs a chat model"):
+        load_equivalence("llm")
+    with pytest.raises(ModelNotAvailable):
+        load_equivalence("nli:/nonexistent")
+    assert load_equivalence("embedding", embedder=embedder).name == "embedding"

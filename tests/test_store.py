@@ -1,0 +1,203 @@
+"""The collection store with real MiniLM embeddings, a real Chroma directory, real bm25s."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag_complexity_agents.config import Config
+from rag_complexity_agents.corpus.documents import SourceDocument, iter_documents
+from rag_complexity_agents.corpus.store import CorpusStore
+from rag_complexity_agents.errors import CorpusError
+from rag_complexity_agents.retrieval.first_stage import (
+    BM25FirstStage,
+    DenseFirstStage,
+    HybridFirstStage,
+)
+
+TOPICS = ["river", "mountain", "city", "film", "novel", "bridge", "painter", "island"]
+
+
+def synthetic_docs(n: int) -> list[SourceDocument]:
+    return [
+        SourceDocument(
+            id=f"doc-{i}",
+            title=f"Entry {i}",
+            text=f"Entry {i} describes a {TOPICS[i % len(TOPICS)]} called Name{i}. "
+            f"It is number {i} in a catalogue of {TOPICS[(i * 3) % len(TOPICS)]}s.",
+        )
+        for i in range(n)
+    ]
+
+
+FACTS = [
+    SourceDocument(
+        "spirited", "Spirited Away is a 2001 film directed by Hayao Miyazaki.", "Spirited Away"
+    ),
+    SourceDocument("miyazaki", "Hayao Miyazaki was born in Tokyo in 1941.", "Hayao Miyazaki"),
+    SourceDocument("tokyo", "Tokyo is the capital of Japan.", "Tokyo"),
+    SourceDocument("danube", "The Danube flows through Vienna and Budapest.", "Danube"),
+    SourceDocument("emma", "Emma is a novel by Jane Austen published in 1815.", "Emma"),
+]
+
+
+def test_ingest_search_and_graph(config: Config) -> None:
+    store = CorpusStore.open_or_create("facts", config)
+    report = store.ingest([*FACTS, *synthetic_docs(20)], progress=False)
+    assert (report.documents, report.added, report.skipped, report.rows) == (25, 25, 0, 25)
+    assert store.chroma_count() == 25
+    assert store.embeddings.shape == (25, 384)
+
+    query = "Who directed Spirited Away?"
+    for stage in (BM25FirstStage(store), DenseFirstStage(store), HybridFirstStage(store)):
+        hits = stage.search(query, 3)
+        assert hits[0].chunk.metadata["doc_id"] == "spirited", stage.name
+        assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
+    # dense scores are cosine similarities of the stored vectors
+    dense = DenseFirstStage(store).search(query, 5)
+    q = store.embedder.encode([query])[0]
+    np.testing.assert_allclose(
+        [d.score for d in dense], store.vectors([d.id for d in dense]) @ q, atol=1e-4
+    )
+    # k beyond the collection returns everything; a query with no known term finds nothing
+    assert len(HybridFirstStage(store).search(query, 1000)) == 25
+    assert BM25FirstStage(store).search("zzzqqq xxyyzz", 5) == []
+
+    spirited = next(c for c in store.chunks if c.metadata["doc_id"] == "spirited")
+    neighbours = store.graph.neighbours(spirited.id, 3)
+    assert len(neighbours) == 3 and spirited.id not in [n for n, _ in neighbours]
+    assert store.chunk(neighbours[0][0]).metadata["doc_id"] in {"miyazaki", "tokyo"}
+
+    reopened = CorpusStore.open("facts", config)
+    assert reopened.ids == store.ids and len(reopened) == 25
+    assert reopened.stats()["graph"]["rows"] == 25
+
+
+def test_reingest_is_a_noop_and_adding_keeps_everything_consistent(config: Config) -> None:
+    store = CorpusStore.open_or_create("noop", config)
+    docs = synthetic_docs(30)
+    store.ingest(docs, progress=False)
+    files = {p.name: p.stat().st_size for p in store.directory.iterdir() if p.is_file()}
+    again = store.ingest(docs, progress=False)
+    assert (again.added, again.skipped, again.rows) == (0, 30, 30)
+    assert {p.name: p.stat().st_size for p in store.directory.iterdir() if p.is_file()} == files
+    assert store.chroma_count() == 30
+
+    more = store.ingest(synthetic_docs(45), progress=False)  # 15 new documents
+    assert (more.added, more.rows) == (15, 45)
+    fresh = CorpusStore.open_or_create("fresh", config)
+    fresh.ingest(synthetic_docs(45), progress=False)
+    assert set(store.ids) == set(fresh.ids)
+    # the extended graph equals a graph built from scratch (up to row order)
+    for chunk_id in store.ids[:10]:
+        got = [n for n, _ in store.graph.neighbours(chunk_id, 5)]
+        want = [n for n, _ in fresh.graph.neighbours(chunk_id, 5)]
+        assert got == want
+
+
+class Crash(Exception):
+    pass
+
+
+def test_interrupted_ingest_resumes_without_loss_or_duplicates(
+    config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = config.with_overrides({"corpus.ingest_batch_size": 8})
+    store = CorpusStore.open_or_create("crash", config)
+    docs = synthetic_docs(40)
+    original = CorpusStore._add_batch
+    calls = {"n": 0}
+
+    def crash_on_third_batch(self: CorpusStore, batch) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            # Chroma received the batch and half of it reached our files, then the crash
+            self._chroma_collection.upsert(
+                ids=[c.id for c in batch], embeddings=self.embedder.encode([c.text for c in batch])
+            )
+            with open(self._chunks_path, "a", encoding="utf-8") as handle:
+                handle.write('{"id": "half-written')
+            with open(self._embeddings_path, "ab") as handle:
+                handle.write(b"\x00" * 100)
+            raise Crash
+        original(self, batch)
+
+    monkeypatch.setattr(CorpusStore, "_add_batch", crash_on_third_batch)
+    with pytest.raises(Crash):
+        store.ingest(docs, progress=False)
+    monkeypatch.setattr(CorpusStore, "_add_batch", original)
+
+    resumed = CorpusStore.open_or_create("crash", config)
+    assert len(resumed) == 16  # two committed batches survived, the torn tail is gone
+    report = resumed.ingest(docs, progress=False)
+    assert (report.added, report.rows) == (24, 40)
+    assert len(set(resumed.ids)) == 40 and resumed.chroma_count() == 40
+    assert len(resumed.graph) == 40
+
+
+def test_killed_index_process_resumes(tmp_path: Path) -> None:
+    """SIGKILL a real `rca index` mid-way; the rerun completes with every chunk exactly once."""
+    corpus = tmp_path / "corpus.jsonl"
+    with open(corpus, "w", encoding="utf-8") as handle:
+        for doc in synthetic_docs(600):
+            handle.write(json.dumps({"id": doc.id, "title": doc.title, "text": doc.text}) + "\n")
+    home = tmp_path / "home"
+    env = {
+        **os.environ,
+        "RCA_CORPUS__HOME": str(home),
+        "RCA_GRAPH__K": "8",
+        "RCA_CORPUS__INGEST_BATCH_SIZE": "16",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "rag_complexity_agents.cli",
+        "index",
+        str(corpus),
+        "-c",
+        "killed",
+        "--quiet",
+    ]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    manifest = home / "collections" / "killed" / "manifest.json"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if manifest.exists() and json.loads(manifest.read_text() or "{}").get("rows", 0) >= 32:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    rows_at_kill = json.loads(manifest.read_text())["rows"]
+    assert 0 < rows_at_kill < 600
+
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "600 chunks stored" in done.stdout
+    store = CorpusStore.open("killed", Config(corpus={"home": home}, graph={"k": 8}))
+    assert len(store) == 600 and len(set(store.ids)) == 600
+    assert store.chroma_count() == 600 and len(store.graph) == 600
+
+
+def test_bad_collections_and_inputs(config: Config, tmp_path: Path) -> None:
+    with pytest.raises(CorpusError, match="rca index PATH --collection nothere"):
+        CorpusStore.open("nothere", config)
+    with pytest.raises(CorpusError, match="invalid collection name"):
+        CorpusStore.open_or_create("a/../b", config)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "blank.txt").write_text("   \n")
+    store = CorpusStore.open_or_create("blank", config)
+    with pytest.raises(CorpusError, match="no text to index"):
+        store.ingest(iter_documents(empty), progress=False)
+    assert len(CorpusStore.open("blank", config)) == 0
+    other = config.with_overrides({"corpus.chunk_size": 100})
+    with pytest.raises(CorpusError, match="chunk size/overlap"):
+        CorpusStore.open_or_create("blank", other)
