@@ -169,6 +169,8 @@ def info(
     set_: SetOption = None,
 ) -> None:
     """Show collections (sizes, graph statistics) and the models found on this machine."""
+    from dataclasses import asdict
+
     from .corpus.store import CorpusStore, list_collections
     from .models.packaged import list_packaged_models
 
@@ -177,7 +179,7 @@ def info(
     report = {
         "home": str(cfg.corpus.home),
         "collections": {name: CorpusStore.open(name, cfg).stats() for name in names},
-        "models": list_packaged_models(cfg.corpus.home),
+        "models": [asdict(m) for m in list_packaged_models(cfg.models.home)],
         "config": {
             "chat": cfg.models.chat,
             "embedding": cfg.models.embedding,
@@ -202,7 +204,8 @@ def info(
     typer.secho("models:", bold=True)
     for entry in report["models"]:
         mark = "installed" if entry["installed"] else "missing"
-        typer.echo(f"  {entry['name']} ({entry['kind']}): {mark} {entry.get('path') or ''}")
+        where = entry["path"] or entry["note"] or entry["install"]
+        typer.echo(f"  {entry['name']} ({entry['kind']}): {mark}; {where}")
     typer.echo(f"configured: {json.dumps(report['config'])}")
 
 

@@ -39,7 +39,7 @@ class Components:
     def chat(self) -> BaseChatModel:
         from .models.chat import load_chat_model
 
-        return load_chat_model(self.config.models.chat, self.config.models, self.config.corpus.home)
+        return load_chat_model(self.config.models.chat, self.config.models, self.config.models.home)
 
     @cached_property
     def scorer(self) -> Scorer:

@@ -49,9 +49,9 @@ class ModelsConfig(BaseModel):
     equivalence: str = Field(
         "lexical", description="'lexical', 'embedding', 'llm' or 'nli:<local path>'."
     )
-    cache_dir: Path = Field(
-        default_factory=lambda: default_home() / "models",
-        description="Where packaged models assembled from several wheels are written.",
+    home: Path = Field(
+        default_factory=default_home,
+        description="Packaged models assembled from several wheels are written to <home>/models.",
     )
     ollama_host: str = "http://127.0.0.1:11434"
     ollama_timeout_s: float = Field(120.0, gt=0)
