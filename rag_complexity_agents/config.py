@@ -108,6 +108,100 @@ class RetrievalConfig(BaseModel):
     rrf_k: int = Field(60, ge=1, description="Reciprocal-rank-fusion constant.")
 
 
+class AnswerConfig(BaseModel):
+    """How evidence is shown to the answering model: the main cost/fidelity trade-off on CPU
+    (prompt reading is ~60 tokens/s for the packaged 0.5B model)."""
+
+    passages: int = Field(3, ge=1, description="Evidence passages per answering prompt.")
+    passage_chars: int = Field(700, ge=50, description="Each passage is cut to this length.")
+
+
+class NARConfig(BaseModel):
+    """Neighbourhood-Aware Retrieval, SUNAR Algorithm 1 (the first-stage size R is
+    ``retrieval.first_stage_k``)."""
+
+    b: int = Field(16, ge=1, description="Batch size b: documents scored per iteration (16).")
+    c: int = Field(
+        100, ge=1, description="Re-ranking budget c: documents scored in total per query (100)."
+    )
+    neighbours_per_doc: int = Field(
+        10,
+        ge=0,
+        description="Graph neighbours of each scored document added to the neighbour pool N "
+        "(paper: 10 of the 100 stored); 0 turns NAR into plain re-ranking.",
+    )
+    pool: Literal["own", "original", "union"] = Field(
+        "union",
+        description="Initial ranking R of a sub-question: 'own' = its own first-stage list, "
+        "'original' = the original question's list (what the official code does), 'union' = "
+        "both fused by reciprocal rank.",
+    )
+    missing_graph: Literal["error", "rerank"] = Field(
+        "error",
+        description="When the collection has no usable neighbourhood graph: 'error' raises "
+        "CorpusError, 'rerank' falls back to re-ranking R only (recorded in the trace).",
+    )
+
+
+class ASUConfig(BaseModel):
+    """Answer Semantic Uncertainty (SUNAR §3.2): per NAR batch, sample m answers, cluster
+    them, divide the batch's scores by the number of clusters s (sign-safely)."""
+
+    enabled: bool = Field(
+        False, description="Re-score NAR batches by answer uncertainty (costs m LLM samples each)."
+    )
+    m: int = Field(10, ge=1, description="Answers sampled per batch (official code: 10).")
+    temperature: float = Field(0.3, ge=0.0, le=2.0, description="Sampling temperature (0.3).")
+    rule: Literal["strict", "lenient"] = Field(
+        "strict",
+        description="'strict' = entailment both ways (the paper, Kuhn et al.); 'lenient' = no "
+        "contradiction either way (the official code). Applies to NLI / LLM-judge equivalences.",
+    )
+    max_tokens: int = Field(24, ge=1, description="Tokens per sampled answer.")
+    max_passage_chars: int = Field(
+        600, ge=50, description="Each batch passage is cut to this many characters in the prompt."
+    )
+    rescore: Literal["log", "multiplicative"] = Field(
+        "log",
+        description="Sign-safe 1/s: 'log' divides exp(score) by s (score - ln s); "
+        "'multiplicative' divides positive scores by s and multiplies negative ones by s.",
+    )
+
+
+class MERConfig(BaseModel):
+    """Meta Evidence Reasoner (SUNAR §3.2, Fig. 4)."""
+
+    l: int = Field(  # noqa: E741 - the paper's symbol
+        10, ge=1, description="Top-l evidences across sub-questions given to the reasoner (10)."
+    )
+    max_tokens: int = Field(256, ge=1, description="Tokens for the reasoned final answer.")
+    max_evidence_chars: int = Field(
+        700, ge=50, description="Each evidence passage is cut to this many characters."
+    )
+
+
+class EvalConfig(BaseModel):
+    """Evaluation harness (``rca eval``, ``rag_complexity_agents.eval``)."""
+
+    data_dir: Path | None = Field(
+        None,
+        description="Directory of the dataset JSONL files (None: $RCA_DATA_DIR, else "
+        "../shared/data beside the repository).",
+    )
+    runs_dir: Path | None = Field(
+        None, description="Where run files go when --out is not given (None: <corpus.home>/runs)."
+    )
+    llm_cache: bool = Field(True, description="Cache LLM calls on disk across runs.")
+    llm_cache_path: Path | None = Field(
+        None, description="SQLite file of the LLM call cache (None: <models.home>/llm_cache.sqlite)"
+    )
+    concurrency: int = Field(1, ge=1, le=64, description="Questions answered in parallel.")
+    recall_ks: list[int] = Field(
+        default_factory=lambda: [2, 5, 10], description="k of the evidence recall@k metrics."
+    )
+    fsync: bool = Field(True, description="fsync the run file after every finished question.")
+
+
 class Config(BaseSettings):
     """Every knob of rag_complexity_agents in one object."""
 
@@ -122,6 +216,11 @@ class Config(BaseSettings):
     corpus: CorpusConfig = Field(default_factory=CorpusConfig)
     graph: GraphConfig = Field(default_factory=GraphConfig)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    answer: AnswerConfig = Field(default_factory=AnswerConfig)
+    nar: NARConfig = Field(default_factory=NARConfig)
+    asu: ASUConfig = Field(default_factory=ASUConfig)
+    mer: MERConfig = Field(default_factory=MERConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
     collection: str = Field("demo", min_length=3, max_length=512)
     max_question_chars: int = Field(4000, ge=16)
 

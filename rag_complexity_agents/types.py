@@ -49,6 +49,7 @@ class ScoredDoc:
         """JSON-serialisable view for traces."""
         return {
             "id": self.chunk.id,
+            "doc_id": self.chunk.metadata.get("doc_id"),
             "title": self.chunk.title,
             "score": float(self.score),
             "source": self.source,

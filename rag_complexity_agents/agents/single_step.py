@@ -26,11 +26,20 @@ def extract_short_answer(reply: str) -> str:
 
 
 def answer_single_step(
-    question: str, first_stage: FirstStage, chat: BaseChatModel, *, k: int = 5
+    question: str,
+    first_stage: FirstStage,
+    chat: BaseChatModel,
+    *,
+    k: int = 3,
+    passage_chars: int = 700,
 ) -> RunResult:
+    """Retrieve the top ``k`` passages for ``question`` and answer from them in one call."""
     started = time.perf_counter()
     docs = first_stage.search(question, k)
-    messages = [("system", prompt.SYSTEM), ("human", prompt.user_message(question, docs))]
+    messages = [
+        ("system", prompt.SYSTEM),
+        ("human", prompt.user_message(question, docs, max_chars=passage_chars)),
+    ]
     reply = chat.invoke(messages)
     usage = getattr(reply, "usage_metadata", None) or {}
     answer = extract_short_answer(str(reply.content))

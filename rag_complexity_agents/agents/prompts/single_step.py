@@ -22,5 +22,6 @@ def format_passages(docs: Sequence[ScoredDoc], *, max_chars: int = 700) -> str:
     return "\n".join(lines)
 
 
-def user_message(question: str, docs: Sequence[ScoredDoc]) -> str:
-    return f"Passages:\n{format_passages(docs)}\n\nQuestion: {question}\nAnswer:"
+def user_message(question: str, docs: Sequence[ScoredDoc], *, max_chars: int = 700) -> str:
+    passages = format_passages(docs, max_chars=max_chars)
+    return f"Passages:\n{passages}\n\nQuestion: {question}\nAnswer:"

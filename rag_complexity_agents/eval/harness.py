@@ -1,0 +1,180 @@
+"""One call from a Config to a finished run file: what ``rca eval run`` and the benchmarks use."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import Config
+from ..errors import InputError
+from .cache import LLMCallCache
+from .datasets import default_data_dir, load_records, resolve_dataset
+from .runner import RunSummary, run_eval
+from .strategies import EvalComponents, build_strategy, get_strategy_spec
+
+#: Config keys that do not change answers (paths, endpoints, threads, batch sizes, the
+#: harness's own knobs); they are left out of a run's fingerprint.
+NON_SEMANTIC_KEYS: frozenset[str] = frozenset(
+    {
+        "models.home",
+        "models.n_threads",
+        "models.ollama_host",
+        "models.ollama_timeout_s",
+        "models.embed_batch_size",
+        "corpus.home",
+        "corpus.chroma_host",
+        "corpus.chroma_port",
+        "corpus.ingest_batch_size",
+        "graph.block_size",
+        "max_question_chars",
+        "eval",
+    }
+)
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if dotted in NON_SEMANTIC_KEYS:
+            continue
+        if isinstance(value, dict):
+            flat.update(_flatten(value, dotted + "."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def semantic_settings(config: Config, *, uses_retrieval: bool = True) -> dict[str, Any]:
+    """The config values that can change answers, flattened to dotted keys.
+
+    Without retrieval only the ``models.*`` values matter.
+    """
+    flat = _flatten(config.model_dump(mode="json"))
+    if not uses_retrieval:
+        flat = {k: v for k, v in flat.items() if k.startswith("models.")}
+    return flat
+
+
+def run_fingerprint(config: Config, strategy: str, dataset_file: str | Path) -> str:
+    """Short hash of (strategy, dataset file name, answer-relevant settings)."""
+    uses_retrieval = get_strategy_spec(strategy).uses_retrieval
+    payload = {
+        "strategy": strategy,
+        "dataset": Path(dataset_file).name,
+        "settings": semantic_settings(config, uses_retrieval=uses_retrieval),
+    }
+    text = json.dumps(payload, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def runs_dir(config: Config) -> Path:
+    return config.eval.runs_dir or (config.corpus.home / "runs")
+
+
+def default_run_path(config: Config, strategy: str, dataset_file: str | Path) -> Path:
+    """``<runs_dir>/<dataset>__<strategy>__<fingerprint>.jsonl`` (same settings → same file)."""
+    stem = Path(dataset_file).name.removesuffix(".jsonl")
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", strategy).strip("-")
+    fingerprint = run_fingerprint(config, strategy, dataset_file)
+    return runs_dir(config) / f"{stem}__{safe}__{fingerprint}.jsonl"
+
+
+def open_llm_cache(config: Config) -> LLMCallCache | None:
+    """The configured on-disk LLM call cache (None when ``eval.llm_cache`` is off)."""
+    if not config.eval.llm_cache:
+        return None
+    path = config.eval.llm_cache_path or (config.models.home / "llm_cache.sqlite")
+    return LLMCallCache(path)
+
+
+@dataclass(frozen=True)
+class EvalOutcome:
+    summary: RunSummary
+    dataset_file: Path
+    fingerprint: str
+
+
+def evaluate(
+    config: Config,
+    strategy: str,
+    dataset: str | Path,
+    *,
+    out: str | Path | None = None,
+    offset: int = 0,
+    limit: int | None = None,
+    concurrency: int | None = None,
+    progress: bool = True,
+    retry_errors: bool = True,
+    components: EvalComponents | None = None,
+    extra_meta: dict[str, Any] | None = None,
+) -> EvalOutcome:
+    """Run ``strategy`` over records ``offset .. offset + limit`` of ``dataset``.
+
+    ``dataset`` is a file or a short name resolved in ``eval.data_dir``; ``out`` defaults to
+    :func:`default_run_path`. Safe to call again: finished questions are skipped.
+    """
+    spec = get_strategy_spec(strategy)
+    dataset_file = resolve_dataset(dataset, config.eval.data_dir or default_data_dir())
+    all_records = load_records(dataset_file)
+    if offset < 0 or (limit is not None and limit < 0):
+        raise InputError("--offset and --limit must be zero or positive")
+    selected = all_records[offset : None if limit is None else offset + limit]
+    fingerprint = run_fingerprint(config, strategy, dataset_file)
+    target = Path(out) if out is not None else default_run_path(config, strategy, dataset_file)
+    parts = components or EvalComponents(config, llm_cache=open_llm_cache(config))
+    built = build_strategy(strategy, parts)
+    datasets = sorted({r.dataset for r in all_records})
+    meta: dict[str, Any] = {
+        "dataset": ",".join(datasets),
+        "dataset_file": str(dataset_file),
+        "model": config.models.chat,
+        "collection": config.collection if spec.uses_retrieval else None,
+        "fingerprint": fingerprint,
+        "settings": {
+            "retrieval.mode": config.retrieval.mode,
+            "answer.passages": config.answer.passages,
+            "answer.passage_chars": config.answer.passage_chars,
+            "models.temperature": config.models.temperature,
+            "models.max_tokens": config.models.max_tokens,
+        }
+        if spec.uses_retrieval
+        else {
+            "models.temperature": config.models.temperature,
+            "models.max_tokens": config.models.max_tokens,
+        },
+        "config": semantic_settings(config, uses_retrieval=spec.uses_retrieval),
+        "python": platform.python_version(),
+        **(extra_meta or {}),
+    }
+    summary = run_eval(
+        selected,
+        built,
+        target,
+        strategy_name=strategy,
+        meta=meta,
+        order=[r.id for r in all_records],
+        concurrency=concurrency or config.eval.concurrency,
+        progress=progress,
+        retry_errors=retry_errors,
+        resolve=parts.paragraph_resolver if spec.uses_retrieval else None,
+        recall_ks=config.eval.recall_ks,
+        fsync=config.eval.fsync,
+    )
+    return EvalOutcome(summary, dataset_file, fingerprint)
+
+
+__all__ = [
+    "EvalOutcome",
+    "default_run_path",
+    "evaluate",
+    "open_llm_cache",
+    "run_fingerprint",
+    "runs_dir",
+    "semantic_settings",
+]
