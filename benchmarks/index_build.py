@@ -1,0 +1,467 @@
+"""Index-build benchmark: embedding throughput, exact top-k graph build, matmul peak.
+
+Run from the repository root::
+
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python benchmarks/index_build.py
+
+It measures, in one run:
+
+(a) embedding throughput (chunks/s) of the packaged all-MiniLM-L6-v2 on real paragraphs read from
+    the evaluation data (``--data``, default ``../shared/data``; nothing is copied into the repo);
+(b) for each size (default 1k/10k/50k/100k chunks), in a fresh subprocess so that peak RSS is per
+    size: the wall time of ``TopKGraph.build`` (exact top-k, k=100), its GFLOP/s counting the
+    2·n·n·d flops of the similarity products actually done, and the peak RSS. The first rows are
+    the real embedded paragraphs; sizes beyond them are filled with random unit vectors (the
+    cost of an exact build does not depend on the values);
+(c) the peak GFLOP/s of a plain numpy float32 matmul of the same kind of shape (block × dim
+    times dim × columns), measured before and after the graph builds; the best value is the
+    peak that the graph build is compared with.
+
+Writes ``benchmarks/results/index_build.json`` and ``benchmarks/results/index_build.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = REPO.parent / "shared" / "data"
+DATA_FILES = (
+    "musique_dev_ctx.jsonl",
+    "hotpotqa_dev_distractor_ctx.jsonl",
+    "2wikimultihopqa_dev_ctx.jsonl",
+)
+COMMAND = "HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python benchmarks/index_build.py"
+
+
+def _peak_rss_mb() -> float:
+    """Peak resident set size of this process.
+
+    Linux: VmHWM of /proc/self/status (ru_maxrss would carry over the parent's peak, since a
+    forked child starts with the parent's pages and rusage survives exec).
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 2**10
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
+def _current_rss_mb() -> float:
+    try:
+        with open("/proc/self/statm", encoding="ascii") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return float("nan")
+
+
+def _cpu_busy_percent(seconds: float = 1.0) -> float | None:
+    """Share of all CPUs busy over ``seconds`` (from /proc/stat); None where unavailable."""
+
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as handle:
+            fields = [int(v) for v in handle.readline().split()[1:]]
+        idle = fields[3] + fields[4]
+        return sum(fields), idle
+
+    try:
+        total0, idle0 = sample()
+        time.sleep(seconds)
+        total1, idle1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    total = total1 - total0
+    return round(100.0 * (1 - (idle1 - idle0) / total), 1) if total else None
+
+
+def _wait_until_idle(max_wait_s: float, busy_below: float = 15.0) -> float | None:
+    """Wait (up to ``max_wait_s``) until other processes leave the CPUs mostly idle."""
+    deadline = time.monotonic() + max_wait_s
+    busy = _cpu_busy_percent(2.0)
+    while busy is not None and busy > busy_below and time.monotonic() < deadline:
+        print(f"  CPU {busy}% busy with other work; waiting ...", flush=True)
+        time.sleep(10)
+        busy = _cpu_busy_percent(2.0)
+    return busy
+
+
+def _unit_rows(n: int, dim: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    out = np.empty((n, dim), dtype=np.float32)
+    step = 8192
+    for start in range(0, n, step):
+        block = rng.standard_normal((min(step, n - start), dim), dtype=np.float32)
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        out[start : start + len(block)] = block
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# child processes: one graph build, or one matmul peak measurement
+# ---------------------------------------------------------------------------------------------
+
+
+def _child_graph(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    from rag_complexity_agents.corpus.graph import TopKGraph, _rows_per_block
+
+    real = np.load(args.real) if args.real else np.zeros((0, args.dim), np.float32)
+    n = args.child_graph
+    real_rows = min(n, len(real))
+    embeddings = np.empty((n, real.shape[1]), dtype=np.float32)
+    embeddings[:real_rows] = real[:real_rows]
+    if n > real_rows:
+        embeddings[real_rows:] = _unit_rows(n - real_rows, real.shape[1], seed=n)
+    ids = [f"chunk-{i}" for i in range(n)]
+    rss_before = _current_rss_mb()
+    with tempfile.TemporaryDirectory(prefix="rca-graph-bench-") as tmp:
+        start = time.perf_counter()
+        graph = TopKGraph.build(
+            Path(tmp) / "graph",
+            embeddings,
+            ids,
+            k=args.k,
+            block_size=args.block_size,
+            max_block_bytes=args.max_block_mb * 2**20,
+        )
+        seconds = time.perf_counter() - start
+        stats = graph.stats()
+        # sanity: one row against brute force
+        row = n // 2
+        sims = embeddings @ embeddings[row]
+        sims[row] = -np.inf
+        expected = np.sort(sims)[::-1][: graph.k]
+        got = np.array([v for _, v in graph.neighbours_of_row(row, graph.k)])
+        assert np.allclose(got, expected, atol=2e-3), "graph disagrees with brute force"
+    dim = embeddings.shape[1]
+    flops = 2.0 * n * n * dim
+    return {
+        "n_chunks": n,
+        "graph_seconds": round(seconds, 3),
+        "graph_gflops": round(flops / seconds / 1e9, 1),
+        "peak_rss_mb": round(_peak_rss_mb(), 1),
+        "rss_before_build_mb": round(rss_before, 1),
+        "real_rows": real_rows,
+        "random_rows": n - real_rows,
+        "k": stats["k"],
+        "dim": dim,
+        "rows_per_block": _rows_per_block(n, args.block_size, args.max_block_mb * 2**20),
+        "graph_bytes_on_disk": stats["bytes_on_disk"],
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+def _child_matmul(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.child_matmul.split(",")]
+    rng = np.random.default_rng(0)
+    result: dict[str, Any] = {"numpy": {}, "torch": {}}
+    for rows, dim, cols in shapes:
+        a = rng.standard_normal((rows, dim), dtype=np.float32)
+        b = rng.standard_normal((cols, dim), dtype=np.float32)
+        out = np.empty((rows, cols), dtype=np.float32)
+        flops = 2.0 * rows * cols * dim
+        reps = max(3, int(2e11 / flops))
+        ta, tb, tout = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(out)
+        runs = {
+            "numpy": lambda a=a, b=b, out=out: np.matmul(a, b.T, out=out),
+            "torch": lambda a=ta, b=tb, out=tout: torch.mm(a, b.T, out=out),
+        }
+        for name, run in runs.items():
+            run()  # warm-up
+            best = 0.0
+            for _ in range(reps):
+                start = time.perf_counter()
+                run()
+                best = max(best, flops / (time.perf_counter() - start) / 1e9)
+            result[name][f"{rows}x{dim}x{cols}"] = round(best, 1)
+    return result
+
+
+def _run_child(flag: str, value: str, args: argparse.Namespace, real: Path | None) -> Any:
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        flag,
+        value,
+        "--k",
+        str(args.k),
+        "--block-size",
+        str(args.block_size),
+        "--max-block-mb",
+        str(args.max_block_mb),
+        "--dim",
+        str(args.dim),
+    ]
+    if real is not None:
+        cmd += ["--real", str(real)]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"child {flag} {value} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------------------------------------
+# embedding throughput on real paragraphs
+# ---------------------------------------------------------------------------------------------
+
+
+def _real_paragraphs(data: Path, limit: int) -> tuple[list[str], list[str]]:
+    texts: list[str] = []
+    seen: set[str] = set()
+    used: list[str] = []
+    for name in DATA_FILES:
+        path = data / name
+        if not path.is_file():
+            continue
+        used.append(name)
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                for paragraph in json.loads(line).get("paragraphs") or []:
+                    text = f"{paragraph.get('title', '')}\n{paragraph.get('text', '')}".strip()
+                    if text and text not in seen:
+                        seen.add(text)
+                        texts.append(text)
+                        if len(texts) >= limit:
+                            return texts, used
+    return texts, used
+
+
+def _embedding_throughput(data: Path, limit: int) -> dict[str, Any]:
+    from rag_complexity_agents.models.embeddings import load_embedder
+
+    texts, used = _real_paragraphs(data, limit)
+    if not texts:
+        raise SystemExit(f"no paragraphs found in {data} ({', '.join(DATA_FILES)}); use --data")
+    embedder = load_embedder("packaged:all-minilm-l6-v2")
+    embedder.encode(texts[:64])  # load the weights, warm up
+    tokens = sum(embedder.count_tokens(t) for t in texts)
+    start = time.perf_counter()
+    vectors = embedder.encode(texts)
+    seconds = time.perf_counter() - start
+    return {
+        "vectors": vectors,
+        "chunks": len(texts),
+        "files": used,
+        "seconds": round(seconds, 2),
+        "chunks_per_s": round(len(texts) / seconds, 1),
+        "mean_tokens": round(tokens / len(texts), 1),
+        "max_tokens": embedder.max_tokens,
+        "batch_size": embedder.batch_size,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# report
+# ---------------------------------------------------------------------------------------------
+
+
+def _machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    import torch
+
+    return {
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+    }
+
+
+def _markdown(report: dict[str, Any]) -> str:
+    emb = report["embedding"]
+    lines = [
+        "# Index build benchmark",
+        "",
+        f"Reproduce from the repository root: `{COMMAND}`",
+        "",
+        f"- matmul peak (plain numpy float32 matmul, best of before/after): "
+        f"**{report['matmul_peak_gflops']} GFLOP/s**"
+        f" (torch.mm: {report['torch_mm_peak_gflops']} GFLOP/s)",
+        f"- embedding: packaged all-MiniLM-L6-v2 (fp32, CPU), {emb['chunks']} real paragraphs "
+        f"from {', '.join(emb['files'])} (mean {emb['mean_tokens']} tokens, truncated at "
+        f"{emb['max_tokens']}), batch {emb['batch_size']}: **{emb['chunks_per_s']} chunks/s**",
+        f"- graph: exact top-k, k={report['k']}, dim={report['dim']}, block_size="
+        f"{report['block_size']} rows, at most {report['max_block_mb']} MiB of similarities per "
+        "block; float32 products (torch.mm), int32 + float16 memory-mapped arrays",
+        "",
+        "| chunks | embed chunks/s | graph s | graph GFLOP/s | fraction of numpy peak "
+        "| peak RSS MB | real rows | random rows | CPU busy before % |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in report["rows"]:
+        lines.append(
+            f"| {row['n_chunks']:,} | {row['embed_chunks_per_s']} | {row['graph_seconds']} "
+            f"| {row['graph_gflops']} | {row['fraction_of_peak']:.2f} | {row['peak_rss_mb']} "
+            f"| {row['real_rows']:,} | {row['random_rows']:,} "
+            f"| {row.get('cpu_busy_before_pct')} |"
+        )
+    machine = report["machine"]
+    lines += [
+        "",
+        "Notes",
+        "",
+        f"- Machine: {machine['cpu']}, {machine['cpus']} CPUs, Python {machine['python']}, "
+        f"numpy {machine['numpy']}, torch {machine['torch']}; {machine['platform']}.",
+        f"- Load average at start/end: {report['loadavg_start']} / {report['loadavg_end']}. "
+        "The CPUs may be shared with other work; 'CPU busy before' is the whole-machine "
+        "busy share in the second before each build (the build itself needs both cores).",
+        "- GFLOP/s counts the 2·n·n·d flops of the similarity products the build really does "
+        "(the full matrix, no symmetry shortcut); graph seconds include selecting the top-k, "
+        "ordering, and writing + fsyncing the arrays.",
+        "- Each size runs in a fresh subprocess; peak RSS is that process's high-water mark "
+        "(VmHWM), including the Python/torch runtime (~230 MB), the embedding matrix "
+        f"(n × {report['dim']} float32) held by the caller and one block of similarities "
+        f"(at most {report['max_block_mb']} MiB).",
+        "- Embedding throughput is measured once (on the real paragraphs) and repeated on every "
+        "row; rows beyond the real paragraphs use random unit vectors.",
+        f"- matmul peak measurements: numpy {report['matmul_measurements']['numpy']}, "
+        f"torch {report['matmul_measurements']['torch']}.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--sizes", default="1000,10000,50000,100000")
+    parser.add_argument("--embed-chunks", type=int, default=3000)
+    parser.add_argument("--k", type=int, default=100)
+    parser.add_argument("--block-size", type=int, default=4096)
+    parser.add_argument("--max-block-mb", type=int, default=256)
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument(
+        "--wait-idle",
+        type=float,
+        default=0.0,
+        help="wait up to this many seconds for other processes to leave the CPUs idle",
+    )
+    parser.add_argument("--real", help=argparse.SUPPRESS)
+    parser.add_argument("--child-graph", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--child-matmul", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.child_graph is not None:
+        print(json.dumps(_child_graph(args)))
+        return
+    if args.child_matmul is not None:
+        print(json.dumps(_child_matmul(args)))
+        return
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    sys.path.insert(0, str(REPO))
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    loadavg_start = [round(v, 2) for v in os.getloadavg()]
+
+    print(f"(a) embedding throughput on up to {args.embed_chunks} real paragraphs ...", flush=True)
+    emb = _embedding_throughput(args.data.resolve(), args.embed_chunks)
+    print(f"    {emb['chunks']} chunks in {emb['seconds']} s: {emb['chunks_per_s']} chunks/s")
+
+    from rag_complexity_agents.corpus.graph import _rows_per_block
+
+    biggest = max(sizes)
+    block_rows = _rows_per_block(biggest, args.block_size, args.max_block_mb * 2**20)
+    shapes = f"{block_rows}x{args.dim}x{biggest},{min(args.block_size, 4096)}x{args.dim}x16384"
+
+    with tempfile.TemporaryDirectory(prefix="rca-bench-") as tmp:
+        real_path = Path(tmp) / "real.npy"
+        np.save(real_path, emb["vectors"])
+
+        print(f"(c) matmul peak ({shapes}) ...", flush=True)
+        if args.wait_idle:
+            _wait_until_idle(args.wait_idle)
+        peaks = [_run_child("--child-matmul", shapes, args, None)]
+        rows: list[dict[str, Any]] = []
+        for n in sizes:
+            busy = _wait_until_idle(args.wait_idle) if args.wait_idle else _cpu_busy_percent()
+            print(f"(b) graph of {n:,} chunks ...", flush=True)
+            row = _run_child("--child-graph", str(n), args, real_path)
+            row["cpu_busy_before_pct"] = busy
+            row["embed_chunks_per_s"] = emb["chunks_per_s"]
+            rows.append(row)
+            print(
+                f"    {row['graph_seconds']} s, {row['graph_gflops']} GFLOP/s, "
+                f"peak RSS {row['peak_rss_mb']} MB",
+                flush=True,
+            )
+        print("(c) matmul peak again ...", flush=True)
+        if args.wait_idle:
+            _wait_until_idle(args.wait_idle)
+        peaks.append(_run_child("--child-matmul", shapes, args, None))
+
+    numpy_peak = max(v for p in peaks for v in p["numpy"].values())
+    torch_peak = max(v for p in peaks for v in p["torch"].values())
+    ordered = [
+        {
+            "n_chunks": r["n_chunks"],
+            "embed_chunks_per_s": r["embed_chunks_per_s"],
+            "graph_seconds": r["graph_seconds"],
+            "graph_gflops": r["graph_gflops"],
+            "peak_rss_mb": r["peak_rss_mb"],
+            "fraction_of_peak": round(r["graph_gflops"] / numpy_peak, 3),
+            "fraction_of_torch_peak": round(r["graph_gflops"] / torch_peak, 3),
+            **{k: v for k, v in r.items() if k not in {"n_chunks", "graph_seconds"}},
+        }
+        for r in rows
+    ]
+    report: dict[str, Any] = {
+        "matmul_peak_gflops": numpy_peak,
+        "rows": ordered,
+        "torch_mm_peak_gflops": torch_peak,
+        "matmul_measurements": {
+            "numpy": [p["numpy"] for p in peaks],
+            "torch": [p["torch"] for p in peaks],
+        },
+        "k": args.k,
+        "dim": args.dim,
+        "block_size": args.block_size,
+        "max_block_mb": args.max_block_mb,
+        "embedding": {k: v for k, v in emb.items() if k != "vectors"},
+        "loadavg_start": loadavg_start,
+        "loadavg_end": [round(v, 2) for v in os.getloadavg()],
+        "machine": _machine(),
+        "command": COMMAND,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "index_build.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.out / "index_build.md").write_text(_markdown(report))
+    print(_markdown(report))
+
+
+if __name__ == "__main__":
+    main()
