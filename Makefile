@@ -7,7 +7,7 @@ export ANONYMIZED_TELEMETRY := False
 export LANGCHAIN_TRACING_V2 := false
 export LANGSMITH_TRACING := false
 
-DEMO_QUESTION ?= In which country was the director of the film Spirited Away born?
+DEMO_QUESTION ?= From which university did the founder of Amazon graduate?
 
 .PHONY: setup demo test lint format
 setup:
