@@ -32,6 +32,7 @@ import shutil
 import uuid
 import warnings
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol, TypedDict, runtime_checkable
@@ -152,14 +153,32 @@ def _exact_rows(sims: torch.Tensor, threshold: np.ndarray, k: int) -> tuple[np.n
     return out_values, out_cols
 
 
-def _partition_top(values: np.ndarray, m: int) -> np.ndarray:
-    """Positions of the ``m`` largest entries of each row (unordered; ties: any)."""
-    if m >= values.shape[1]:
-        return np.broadcast_to(np.arange(values.shape[1]), values.shape).copy()
-    return np.argpartition(values, values.shape[1] - m, axis=1)[:, -m:]
+def _partition_top(values: torch.Tensor, m: int) -> torch.Tensor:
+    """Positions (int64) of the ``m`` largest entries of each row (unordered; ties: any).
+
+    numpy's introselect is several times faster than ``torch.topk`` for k≈100 on CPU; it
+    releases the GIL, so row ranges are split over ``torch.get_num_threads()`` threads.
+    """
+    n_rows, width = values.shape
+    if m >= width:
+        return torch.arange(width).expand(n_rows, width).contiguous()
+    array = values.numpy()
+    out = np.empty((n_rows, m), dtype=np.int64)
+
+    def part(start: int, stop: int) -> None:
+        out[start:stop] = np.argpartition(array[start:stop], width - m, axis=1)[:, width - m :]
+
+    workers = min(torch.get_num_threads(), max(1, n_rows * width // 2**18))
+    if workers <= 1:
+        part(0, n_rows)
+    else:
+        bounds = np.linspace(0, n_rows, workers + 1).astype(int)
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(part, bounds[:-1], bounds[1:]))
+    return torch.from_numpy(out)
 
 
-def _top_values(x: torch.Tensor, m: int) -> tuple[np.ndarray, np.ndarray]:
+def _top_values(x: torch.Tensor, m: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Per row, the ``m`` largest values and their columns (values exact; ties: any column).
 
     Wide rows are cut into chunks of ``GROUP × SPAN`` columns; group (chunk c, offset b) holds
@@ -171,24 +190,27 @@ def _top_values(x: torch.Tensor, m: int) -> tuple[np.ndarray, np.ndarray]:
     that large. The group maxima are selected the same way (recursively), so only about
     m·GROUP candidates per row are ever partitioned.
     """
-    n_rows, width = x.shape
+    width = x.shape[1]
     chunk = GROUP * SPAN
     if width < max(2 * m * GROUP, chunk):
-        values = x.numpy()
-        cols = _partition_top(values, m)
-        return np.take_along_axis(values, cols, axis=1), cols
+        cols = _partition_top(x, m)
+        return x.gather(1, cols), cols
     n_chunks = width // chunk
     main = n_chunks * chunk
     group_max = x[:, :main].unflatten(1, (n_chunks, GROUP, SPAN)).amax(dim=2).flatten(1)
     _, groups = _top_values(group_max, m)
-    first = (groups // SPAN) * chunk + groups % SPAN
-    cols = (first[:, :, None] + np.arange(GROUP) * SPAN).reshape(n_rows, -1)
+    first = torch.div(groups, SPAN, rounding_mode="floor") * chunk + groups % SPAN
+    cols = (first.unsqueeze(2) + torch.arange(GROUP) * SPAN).flatten(1)
+    candidates = x.gather(1, cols)
     if main < width:  # the last width % chunk columns are always candidates
-        tail = np.broadcast_to(np.arange(main, width), (n_rows, width - main))
-        cols = np.concatenate([cols, tail], axis=1)
-    candidates = x.gather(1, torch.from_numpy(cols)).numpy()
+        candidates = torch.cat([candidates, x[:, main:]], dim=1)
     picked = _partition_top(candidates, m)
-    return np.take_along_axis(candidates, picked, axis=1), np.take_along_axis(cols, picked, axis=1)
+    n_grouped = cols.shape[1]
+    in_groups = picked < n_grouped
+    picked_cols = torch.where(
+        in_groups, cols.gather(1, picked.clamp(max=n_grouped - 1)), picked - n_grouped + main
+    )
+    return candidates.gather(1, picked), picked_cols
 
 
 def _select_topk(sims: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -203,7 +225,8 @@ def _select_topk(sims: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
     if k == 0 or n_rows == 0:
         return np.empty((n_rows, 0), np.float32), np.empty((n_rows, 0), np.int64)
     m = min(k + 1, n_cols)
-    values, cols = _order_rows(*_top_values(sims, m))
+    top_values, top_cols = _top_values(sims, m)
+    values, cols = _order_rows(top_values.numpy(), top_cols.numpy())
     if m > k:
         tied = np.nonzero(values[:, k] == values[:, k - 1])[0]
         values, cols = values[:, :k], cols[:, :k]

@@ -1,0 +1,315 @@
+"""ASU (answer clustering, sign-safe rescoring, pair cache, garbage answers) and MER (prompt
+assembly, answer extraction, evidence pooling), with fake equivalences and fake chat models."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+from rag_complexity_agents.models.equivalence import LexicalEquivalence, NLIEquivalence, Verdict
+from rag_complexity_agents.retrieval.asu import (
+    AnswerSemanticUncertainty,
+    EquivalenceCache,
+    build_asu_messages,
+    cluster_answers,
+    draw_samples,
+    extract_short_answer,
+    measure_uncertainty,
+    rescore,
+    semantic_entropy,
+    with_rule,
+)
+from rag_complexity_agents.retrieval.mer import (
+    DEFAULT_EXEMPLARS,
+    FINAL_MARKER,
+    MetaEvidenceReasoner,
+    build_mer_messages,
+    collect_evidence,
+    extract_final_answer,
+)
+from rag_complexity_agents.retrieval.nar import NARParams, neighbourhood_aware_rerank
+from rag_complexity_agents.types import Chunk, ScoredDoc
+
+# ------------------------------------------------------------------------------------ fakes
+
+# NLI verdicts premise -> hypothesis; pairs not listed are "neutral"
+VERDICTS: dict[tuple[str, str], Verdict] = {
+    ("The city of Paris", "Paris"): "entailment",
+    ("Paris", "The city of Paris"): "entailment",
+    ("Paris, France", "Paris"): "entailment",
+    ("Paris", "Paris, France"): "neutral",  # Paris could be Paris, Texas
+    ("Paris", "Lyon"): "contradiction",
+    ("Lyon", "Paris"): "contradiction",
+    ("Lyon", "Paris, France"): "contradiction",
+    ("Paris, France", "Lyon"): "contradiction",
+}
+
+
+class TableNLI(NLIEquivalence):
+    """The real NLI equivalence (and its strict/lenient rule) with a verdict table as model."""
+
+    def __init__(self, directory: Path, rule: Any = "strict") -> None:
+        super().__init__(directory, rule=rule)
+        self.calls = 0
+
+    def verdict(self, premise: str, hypothesis: str) -> Verdict:
+        self.calls += 1
+        strip = len("Q? ")
+        return VERDICTS.get((premise[strip:], hypothesis[strip:]), "neutral")
+
+
+class CountingEquivalence:
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[str, str, str | None]] = []
+
+    def equivalent(self, a: str, b: str, *, question: str | None = None) -> bool:
+        self.pairs.append((a, b, question))
+        return a.lower()[:3] == b.lower()[:3]
+
+
+class FakeChat:
+    """invoke() returns canned replies in turn; no sample() method."""
+
+    def __init__(self, replies: Sequence[str]) -> None:
+        self.replies = list(replies)
+        self.calls: list[dict[str, Any]] = []
+
+    def invoke(self, messages: Any, **kwargs: Any) -> SimpleNamespace:
+        self.calls.append({"messages": messages, **kwargs})
+        return SimpleNamespace(content=self.replies[(len(self.calls) - 1) % len(self.replies)])
+
+
+ANSWERS = ["Paris", "paris.", "The city of Paris", "Lyon", "Paris, France"]
+
+
+def doc(doc_id: str, score: float, text: str = "") -> ScoredDoc:
+    return ScoredDoc(Chunk(doc_id, text or f"Passage {doc_id}.", title=doc_id.upper()), score)
+
+
+# ------------------------------------------------------------------------------ clustering
+
+
+def test_strict_and_lenient_clustering_on_a_hand_made_answer_set(tmp_path: Path) -> None:
+    strict = EquivalenceCache(TableNLI(tmp_path, "strict"))
+    lenient = EquivalenceCache(TableNLI(tmp_path, "lenient"))
+    s_clusters = cluster_answers(ANSWERS, lambda a, b: strict.equivalent(a, b, question="Q?"))
+    l_clusters = cluster_answers(ANSWERS, lambda a, b: lenient.equivalent(a, b, question="Q?"))
+    # strict: both directions must entail -> "Paris, France" stays apart from "Paris"
+    assert s_clusters == [[0, 1, 2], [3], [4]]
+    # lenient: only a contradiction separates -> "Paris, France" joins "Paris"
+    assert l_clusters == [[0, 1, 2, 4], [3]]
+    assert semantic_entropy(s_clusters) == pytest.approx(
+        -(0.6 * math.log(0.6) + 2 * 0.2 * math.log(0.2))
+    )
+    assert semantic_entropy([[0, 1, 2]]) == 0.0
+
+
+def test_with_rule_copies_and_leaves_rule_less_equivalences_alone(tmp_path: Path) -> None:
+    nli = TableNLI(tmp_path, "strict")
+    lenient = with_rule(nli, "lenient")
+    assert lenient is not nli and lenient.rule == "lenient" and nli.rule == "strict"
+    assert with_rule(nli, "strict") is nli
+    lexical = LexicalEquivalence()
+    assert with_rule(lexical, "lenient") is lexical
+
+
+def test_pair_cache_asks_each_unordered_pair_once_per_question() -> None:
+    inner = CountingEquivalence()
+    cache = EquivalenceCache(inner)
+    answers = ["Tokyo", "tokyo city", "Kyoto", "Osaka"]
+    first = measure_uncertainty(answers, cache, question="q1")
+    asked = len(inner.pairs)
+    again = measure_uncertainty(answers, cache, question="q1")
+    assert len(inner.pairs) == asked  # every pair answered from the cache
+    assert cache.hits > 0 and first.s == again.s == 3
+    assert cache.equivalent("Kyoto", "Tokyo", question="q1") is False  # (b, a) hits (a, b)
+    measure_uncertainty(answers, cache, question="q2")  # another question: asked again
+    assert len(inner.pairs) == 2 * asked
+    # identical normalised answers never reach the equivalence
+    assert cache.equivalent("The Tokyo!", "tokyo", question="q3") and len(inner.pairs) == 2 * asked
+
+
+def test_garbage_answers_give_s_equal_m_without_crashing() -> None:
+    garbage = ["", "   ", "...", "\x00\x01\x02", "???", "—", "***"]
+    asu = AnswerSemanticUncertainty(LexicalEquivalence(), sampler=lambda msgs, m: garbage[:m], m=7)
+    batch = [doc("a", 0.5), doc("b", -0.5)]
+    feedback = asu("Who?", batch, 0)
+    assert feedback.info["s"] == 7 and asu.last is not None and asu.last.s == 7
+    assert feedback.info["semantic_entropy"] == pytest.approx(math.log(7))
+    assert np.allclose(feedback.scores, [0.5 - math.log(7), -0.5 - math.log(7)])
+    # a backend that returns too few replies or non-strings: missing ones count as garbage
+    short = AnswerSemanticUncertainty(
+        LexicalEquivalence(), sampler=lambda msgs, m: ["Paris", None], m=4
+    )
+    assert short("Who?", batch, 0).info["s"] == 4
+    assert json.dumps(feedback.info)
+
+
+def test_extract_short_answer() -> None:
+    assert extract_short_answer("Paris.") == "Paris"
+    assert extract_short_answer("Answer: Hayao Miyazaki\nHe directed it.") == "Hayao Miyazaki"
+    assert extract_short_answer('**Answer:**\n\n"1969"') == "1969"
+    assert extract_short_answer("The answer is Mount Fuji. It is tall.") == "Mount Fuji"
+    assert extract_short_answer("  \n---\n") == ""
+    long = " ".join(f"w{i}" for i in range(40))
+    assert len(extract_short_answer(long).split()) == 16
+
+
+# ------------------------------------------------------------------------------ rescoring
+
+
+def test_sign_safe_rescoring() -> None:
+    scores = np.array([2.0, 0.5, 0.0, -0.5, -3.0])
+    for mode in ("log", "multiplicative"):
+        assert np.array_equal(rescore(scores, 1, mode), scores)  # s = 1: unchanged
+        for s in (2, 5):
+            out = rescore(scores, s, mode)
+            assert np.all(out <= scores)  # never raised, whatever the sign
+            assert np.all(np.diff(out) < 0)  # order within the batch kept
+            assert np.all(rescore(scores, s + 1, mode) <= out)  # more clusters, lower score
+    assert np.allclose(rescore(scores, 4, "log"), scores - math.log(4))
+    assert np.allclose(rescore(scores, 4, "multiplicative"), [0.5, 0.125, 0.0, -2.0, -12.0])
+    # the paper's plain division would move a negative score up: the reason for all this
+    assert -3.0 / 4 > -3.0
+    with pytest.raises(ValueError):
+        rescore(scores, 0)
+
+
+def test_asu_as_a_nar_hook_penalises_uncertain_batches() -> None:
+    def sampler(messages: Any, m: int) -> list[str]:
+        body = messages[-1][1]
+        # the batch with passage "good" gets consistent answers, others scatter
+        if "good" in body:
+            return ["Paris"] * m
+        return [f"City {i}" for i in range(m)]
+
+    asu = AnswerSemanticUncertainty(LexicalEquivalence(), sampler=sampler, m=4)
+    initial = [doc("x", 0.9, "bad passage"), doc("y", 0.85, "good passage")]
+    result = neighbourhood_aware_rerank(
+        "Where?",
+        initial,
+        score=lambda q, chunks: np.array([0.9 if c.id == "x" else 0.8 for c in chunks]),
+        neighbours=lambda i, n: [],
+        chunk_of=lambda i: Chunk(i, i),
+        params=NARParams(b=1, c=2),
+        hook=asu,
+    )
+    assert [d.id for d in result.docs] == ["y", "x"]  # x had the higher score but s = 4
+    assert [b.hook["s"] for b in result.trace.batches] == [4, 1]
+    assert json.dumps(result.trace.to_dict())
+
+
+class SeededChat(BaseChatModel):
+    """A LangChain chat model whose reply is picked by its ``seed`` field."""
+
+    replies: list[str]
+    seed: int = 0
+    temperature: float = 0.0
+
+    @property
+    def _llm_type(self) -> str:
+        return "seeded-fake"
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any):
+        text = self.replies[self.seed % len(self.replies)]
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
+
+
+def test_draw_samples_and_the_asu_prompt() -> None:
+    messages = build_asu_messages("Who?", [doc("a", 1.0, "x " * 500)], max_passage_chars=60)
+    assert len(messages[-1][1]) < 200 and messages[-1][1].endswith("Question: Who?\nAnswer:")
+    chat = SeededChat(replies=["Paris.", "Answer: Paris", "Lyon"])
+    replies = draw_samples(chat, messages, 3, temperature=0.3, seed=3, max_tokens=9)
+    assert replies == ["Paris.", "Answer: Paris", "Lyon"]  # seeds 3, 4, 5
+    asu = AnswerSemanticUncertainty(LexicalEquivalence(), chat=chat, m=3)
+    feedback = asu("Who?", [doc("a", 1.0)], 0)
+    assert feedback.info["s"] == 2 and feedback.info["cluster_answers"] == ["Paris", "Lyon"]
+
+
+# ------------------------------------------------------------------------------------- MER
+
+
+def test_mer_prompt_assembly() -> None:
+    path = [("Who directed Spirited Away?", "Hayao Miyazaki"), ("Where was he born?", "")]
+    evidence = [doc("e1", 1.0, "Spirited Away is a film by Hayao Miyazaki."), "Loose text " * 200]
+    messages = build_mer_messages("Where was the director born?", path, evidence)
+    (role0, system), (role1, user) = messages
+    assert (role0, role1) == ("system", "human")
+    assert FINAL_MARKER in system
+    # Fig. 4 order: exemplars, existing reasoning path, evidence, question (last)
+    positions = [
+        user.index(DEFAULT_EXEMPLARS[0].question),
+        user.index("Now the real case"),
+        user.index("1. Who directed Spirited Away? -> Hayao Miyazaki"),
+        user.index("[1] E1: Spirited Away is a film"),
+        user.index("Question: Where was the director born?"),
+    ]
+    assert positions == sorted(positions)
+    assert user.rstrip().endswith("Question: Where was the director born?")
+    assert "2. Where was he born? -> (no answer)" in user
+    assert user.count(FINAL_MARKER) == len(DEFAULT_EXEMPLARS) + 1
+    assert "[2] Loose text" in user and len(user.split("[2] Loose text")[1]) < 800  # clipped
+    bare = build_mer_messages("Q?", [], [], exemplars=())[1][1]
+    assert "Examples" not in bare and "(no sub-questions were asked)" in bare
+    assert "(no evidence was retrieved)" in bare
+
+
+@pytest.mark.parametrize(
+    ("output", "answer", "method"),
+    [
+        ("[Reasoning]: E1 says so.\n[Final Answer]: Tokyo", "Tokyo", "marker"),
+        ("Reasoning... **Final Answer:** *Mount Fuji*.", "Mount Fuji", "marker"),
+        ("[Final Answer]:\n\n  Japan  \n", "Japan", "marker"),
+        ("final answer - 1941", "1941", "marker"),
+        ("[Final Answer]: Paris\n\nQuestion: another one\n[Final Answer]: Rome", "Paris", "marker"),
+        ("[Final Answer]:\n[Final Answer]: Oslo", "Oslo", "marker"),
+        ("Miyazaki was born in Tokyo. So the answer is Tokyo. Done.", "Tokyo", "answer_is"),
+        ("[Reasoning]: blah\nAnswer: Kyoto", "Kyoto", "answer_line"),
+        ("I think it's\nprobably Osaka.", "probably Osaka", "last_line"),
+        ("[Reasoning]: only reasoning", "", "empty"),
+        ("", "", "empty"),
+        ("   \n\t", "", "empty"),
+    ],
+)
+def test_final_answer_extraction(output: str, answer: str, method: str) -> None:
+    extracted = extract_final_answer(output)
+    assert (extracted.answer, extracted.method) == (answer, method)
+
+
+def test_collect_evidence_rescores_the_pooled_top_l_against_the_question() -> None:
+    first = [doc("a", 0.9), doc("b", 0.8), doc("c", 0.7)]
+    second = [doc("b", 0.95), doc("d", 0.6), doc("e", 0.5)]
+    table = {"a": 0.1, "b": 0.5, "c": 0.2, "d": 0.9, "e": 0.99}
+    calls: list[list[str]] = []
+
+    def score(question: str, chunks: Sequence[Chunk]) -> np.ndarray:
+        calls.append([c.id for c in chunks])
+        return np.array([table[c.id] for c in chunks])
+
+    picked = collect_evidence("orig?", [first, second], l=2, score=score)
+    assert calls == [["a", "b", "d"]]  # top-2 of each ranking, deduplicated
+    assert [d.id for d in picked] == ["d", "b"] and [d.rank for d in picked] == [1, 2]
+    assert picked[1].extra["sub_questions"] == [0, 1] and picked[1].extra["sub_score"] == 0.95
+    unscored = collect_evidence("orig?", [first, second], l=3)
+    assert [d.id for d in unscored] == ["a", "b", "d"]  # interleaved by rank
+
+
+def test_meta_evidence_reasoner_with_a_format_breaking_model() -> None:
+    chat = FakeChat(["The passages show he was born in Tokyo. So the answer is Tokyo."])
+    mer = MetaEvidenceReasoner(chat, max_tokens=64)  # type: ignore[arg-type]
+    result = mer("Where was he born?", [("Who?", "Miyazaki")], [doc("e1", 1.0)])
+    assert (result.answer, result.method, result.evidence_ids) == ("Tokyo", "answer_is", ["e1"])
+    assert chat.calls[0]["max_tokens"] == 64 and "\nQuestion:" in chat.calls[0]["stop"]
+    assert json.dumps(result.to_trace())
