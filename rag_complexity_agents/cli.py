@@ -113,6 +113,10 @@ def index(
     )
 
 
+LOOP_NAMES = ("self_ask", "react", "searchain", "ircot", "cot", "single_step", "no_retrieval")
+DEFAULT_LOOP = "self_ask"
+
+
 @app.command()
 @_fail_cleanly
 def ask(
@@ -121,29 +125,86 @@ def ask(
     model: Annotated[
         str | None, typer.Option("--model", "-m", help="auto | llamacpp:<gguf|name> | ollama:<m>")
     ] = None,
+    loop: Annotated[
+        str,
+        typer.Option(
+            "--loop",
+            help="self_ask (default: Self-Ask + SUNAR + MER) | react | searchain | ircot | cot "
+            "| single_step (plain retrieve-then-answer) | no_retrieval.",
+        ),
+    ] = DEFAULT_LOOP,
+    retrieval: Annotated[
+        str | None,
+        typer.Option(
+            "--retrieval",
+            "-r",
+            help="Retrieval node: none | first_stage | rerank | nar | sunar (agents.retrieval, "
+            "default sunar).",
+        ),
+    ] = None,
+    mer: Annotated[
+        bool | None,
+        typer.Option("--mer/--no-mer", help="Finish with the Meta Evidence Reasoner (agents.mer)."),
+    ] = None,
+    max_steps: Annotated[
+        int | None, typer.Option("--max-steps", help="Loop steps (agents.max_steps).")
+    ] = None,
+    b: Annotated[int | None, typer.Option("--b", help="NAR batch size b.")] = None,
+    c: Annotated[int | None, typer.Option("--c", help="NAR budget c.")] = None,
+    m: Annotated[int | None, typer.Option("--m", help="ASU samples m.")] = None,
+    l_: Annotated[int | None, typer.Option("--l", help="MER evidences l.")] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option("--profile", help="cpu (small knobs, default) | paper (agents.profile)."),
+    ] = None,
     k: Annotated[
         int | None, typer.Option("--k", help="Passages given to the model (answer.passages).")
     ] = None,
     mode: Annotated[str | None, typer.Option(help="First stage: bm25 | dense | hybrid.")] = None,
+    stream: Annotated[
+        bool, typer.Option("--stream", help="Show nodes and tokens while the loop runs.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the full trace as JSON.")] = False,
     config: ConfigOption = None,
     set_: SetOption = None,
 ) -> None:
-    """Answer a question with single-step RAG over a collection; prints answer and evidence."""
-    from .agents.single_step import answer_single_step
+    """Answer a question over a collection; prints the answer, the steps and the evidence.
+
+    The default is the Self-Ask loop with SUNAR retrieval (NAR + ASU) and MER. ``--loop
+    single_step`` without --retrieval/--mer is the plain single-step RAG of earlier versions.
+    """
     from .components import Components
     from .text import validate_question
 
     if question == "-":
         question = sys.stdin.read()
+    if loop not in LOOP_NAMES:
+        raise ConfigError(f"unknown loop {loop!r}; use one of: {', '.join(LOOP_NAMES)}")
     cfg = _config(
         config,
         set_,
         collection=collection,
-        **{"models.chat": model, "answer.passages": k, "retrieval.mode": mode},
+        **{
+            "models.chat": model,
+            "answer.passages": k,
+            "retrieval.mode": mode,
+            "agents.retrieval": retrieval,
+            "agents.mer": mer,
+            "agents.max_steps": max_steps,
+            "agents.profile": profile,
+        },
     )
     question = validate_question(question, max_chars=cfg.max_question_chars)
-    parts = Components(cfg)
+    if loop == "single_step" and retrieval is None and mer is None:
+        _ask_single_step(question, Components(cfg), as_json)
+        return
+    _ask_loop(question, cfg, loop, {"b": b, "c": c, "m": m, "l": l_}, stream, as_json)
+
+
+def _ask_single_step(question: str, parts: Any, as_json: bool) -> None:
+    from .agents.single_step import answer_single_step
+
+    cfg = parts.config
     result = answer_single_step(
         question,
         parts.first_stage,
@@ -165,6 +226,117 @@ def ask(
     typer.echo(
         f"\n{t['llm_calls']} LLM call, {t['input_tokens']}+{t['output_tokens']} tokens, "
         f"{t['seconds']:.1f} s"
+    )
+
+
+def _ask_loop(
+    question: str,
+    cfg: Config,
+    loop: str,
+    knobs: dict[str, int | None],
+    stream: bool,
+    as_json: bool,
+) -> None:
+    from .agents.registry import build_graph
+    from .agents.run import run_graph, stream_graph
+    from .components import Components
+
+    options = {key: value for key, value in knobs.items() if value is not None}
+    graph = build_graph(loop, cfg, components=Components(cfg))
+    if stream:
+        final: dict[str, Any] = {}
+        for mode, payload in stream_graph(
+            graph, question, stream_mode=("updates", "messages", "values"), options=options
+        ):
+            if mode == "messages":
+                chunk = payload[0]
+                typer.secho(str(getattr(chunk, "content", "")), nl=False, dim=True, err=True)
+            elif mode == "updates":
+                for node in payload or {}:
+                    typer.secho(f"\n· {node}", fg=typer.colors.BLUE, err=True)
+            elif mode == "values":
+                final = payload
+        answer, trace = str(final.get("answer", "")), dict(final.get("trace") or {})
+    else:
+        result = run_graph(graph, question, options=options)
+        answer, trace = result.answer, result.trace
+    if as_json:
+        typer.echo(json.dumps({"answer": answer, "trace": trace}, indent=2))
+        return
+    print_trace(question, answer, trace)
+
+
+def _titles(trace: dict[str, Any]) -> dict[str, str]:
+    titles: dict[str, str] = {}
+    for step in trace.get("steps") or []:
+        for doc in (step.get("retrieval") or {}).get("evidence") or []:
+            titles[str(doc.get("id"))] = str(doc.get("title") or doc.get("id"))
+    for doc in (trace.get("mer") or {}).get("evidence") or []:
+        titles[str(doc.get("id"))] = str(doc.get("title") or doc.get("id"))
+    return titles
+
+
+def _provenance(doc: dict[str, Any], titles: dict[str, str]) -> str:
+    source = doc.get("source") or "?"
+    if source == "neighbour":
+        via = doc.get("via")
+        via_title = titles.get(str(via), str(via)[:8]) if via else "?"
+        return f"neighbour of {via_title}, batch {doc.get('batch')}"
+    if source == "first_stage" and doc.get("batch") is not None:
+        return f"first stage, batch {doc.get('batch')}"
+    return str(source).replace("_", " ")
+
+
+def print_trace(question: str, answer: str, trace: dict[str, Any]) -> None:
+    """A readable view of a loop's trace: steps, retrieval with ASU clusters, MER, costs."""
+    titles = _titles(trace)
+    typer.secho(f"Q: {question}", bold=True)
+    typer.secho(f"A: {answer}", fg=typer.colors.GREEN, bold=True)
+    typer.echo(
+        f"   (answer from {trace.get('answer_source')}; loop {trace.get('loop')}, retrieval "
+        f"{trace.get('retrieval')}, MER {'on' if trace.get('mer_enabled') else 'off'})"
+    )
+    steps = trace.get("steps") or []
+    if steps:
+        typer.secho("\nSteps:", bold=True)
+    for step in steps:
+        label = step.get("action") or step.get("sub_question") or ""
+        status = f" [{step['status']}]" if step.get("status") else ""
+        typer.echo(f"  {step.get('index', 0) + 1}. {label} → {step.get('answer') or '…'}{status}")
+        retrieval = step.get("retrieval") or {}
+        for rnd in retrieval.get("rounds") or []:
+            line = f"     retrieval round {rnd.get('round')} ({rnd.get('reason')}"
+            line += f", c={rnd['c']})" if rnd.get("c") else ")"
+            if rnd.get("query") != step.get("sub_question"):
+                line += f" query: {rnd.get('query')}"
+            typer.echo(line)
+            for batch in rnd.get("batches") or []:
+                if batch.get("s") is None:
+                    continue
+                clusters = " | ".join(batch.get("cluster_answers") or []) or "—"
+                mark = " uncertain" if batch.get("uncertain") else ""
+                typer.echo(
+                    f"       ASU batch {batch.get('index')} [{batch.get('pool')}]: "
+                    f"s={batch.get('s')}{mark} {{{clusters}}}"
+                )
+        for number, doc in enumerate(retrieval.get("evidence") or [], start=1):
+            typer.echo(
+                f"     [{number}] {doc.get('title')} ({_provenance(doc, titles)}, score "
+                f"{float(doc.get('score') or 0.0):.3f})"
+            )
+    mer = trace.get("mer")
+    if mer:
+        typer.secho("\nMER:", bold=True)
+        evidence = ", ".join(str(d.get("title")) for d in mer.get("evidence") or [])
+        typer.echo(f"  evidence (l={mer.get('l')}): {evidence or '—'}")
+        reasoning = " ".join(str(mer.get("output", "")).split())
+        typer.echo(f"  output: {reasoning[:300]}{'…' if len(reasoning) > 300 else ''}")
+        typer.echo(f"  answer: {mer.get('answer') or '—'} ({mer.get('extraction')})")
+    typer.echo(
+        f"\nstopped: {trace.get('stop_reason')} · {trace.get('llm_calls')} LLM calls "
+        f"({trace.get('asu_samples', 0)} ASU samples) · {trace.get('retrieval_calls')} "
+        f"retrievals · {trace.get('input_tokens')}+{trace.get('output_tokens')} tokens · "
+        f"{float(trace.get('seconds') or 0.0):.1f} s"
     )
 
 

@@ -180,6 +180,63 @@ class MERConfig(BaseModel):
     )
 
 
+class AgentsConfig(BaseModel):
+    """Decomposition loops (``rag_complexity_agents.agents``): bounds, retrieval strategy, ASU
+    edges and the CPU profile. Every knob can also be changed per run (``configurable``)."""
+
+    retrieval: Literal["none", "first_stage", "rerank", "nar", "sunar"] = Field(
+        "sunar",
+        description="Retrieval node strategy: none, first_stage, rerank (scorer over R, no "
+        "neighbours), nar (NAR, Algorithm 1) or sunar (NAR + ASU re-scoring).",
+    )
+    mer: bool = Field(True, description="Finish with the Meta Evidence Reasoner (SUNAR §3.2).")
+    max_steps: int = Field(
+        4, ge=1, le=50, description="Loop steps (sub-questions, actions, CoT sentences) per run."
+    )
+    max_format_errors: int = Field(
+        1, ge=0, le=10, description="Replies that break the format before the loop gives up."
+    )
+    exemplars: int = Field(2, ge=0, le=4, description="Few-shot exemplars per loop prompt.")
+    mer_exemplars: int = Field(1, ge=0, le=3, description="Exemplars in the MER prompt.")
+    step_max_tokens: int = Field(64, ge=8, description="Tokens per loop-step generation.")
+    answer_max_tokens: int = Field(32, ge=4, description="Tokens per (sub-)answer.")
+    observation_chars: int = Field(
+        300, ge=50, description="Characters of each passage shown as a ReAct observation."
+    )
+    observation_passages: int = Field(
+        1, ge=1, description="Passages shown as a ReAct observation (ReAct: the first one)."
+    )
+    ircot_passages: int = Field(
+        5, ge=1, description="Passages kept in the IRCoT prompt (best first, across steps)."
+    )
+    uncertain_fraction: float = Field(
+        0.5,
+        gt=0.0,
+        le=1.0,
+        description="ASU edges: a batch counts as uncertain when its s > 1 and s >= this "
+        "fraction of m.",
+    )
+    max_explore: int = Field(
+        1, ge=0, le=10, description="ASU edges: extra NAR rounds when every batch is uncertain."
+    )
+    explore_budget: int | None = Field(
+        None, ge=1, description="Documents added to c per exploration round (None: nar.b)."
+    )
+    max_requery: int = Field(
+        1, ge=0, le=5, description="ASU edges: re-queries once exploring cannot help."
+    )
+    requery: Literal["expand", "llm"] = Field(
+        "expand",
+        description="How to re-query: 'expand' adds the original question's words, 'llm' asks "
+        "the chat model for a new search query.",
+    )
+    profile: Literal["cpu", "paper"] = Field(
+        "cpu",
+        description="'cpu' shrinks the paper-sized NAR/ASU/MER knobs that still have their "
+        "default values (see agents.registry.PROFILES); 'paper' keeps them.",
+    )
+
+
 class EvalConfig(BaseModel):
     """Evaluation harness (``rca eval``, ``rag_complexity_agents.eval``)."""
 
@@ -220,6 +277,7 @@ class Config(BaseSettings):
     nar: NARConfig = Field(default_factory=NARConfig)
     asu: ASUConfig = Field(default_factory=ASUConfig)
     mer: MERConfig = Field(default_factory=MERConfig)
+    agents: AgentsConfig = Field(default_factory=AgentsConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     collection: str = Field("demo", min_length=3, max_length=512)
     max_question_chars: int = Field(4000, ge=16)

@@ -209,7 +209,54 @@ register_strategy(
 )
 
 
+# --------------------------------------------------------------------------------------------
+# Decomposition loops (LangGraph graphs from rag_complexity_agents.agents.registry)
+# --------------------------------------------------------------------------------------------
+
+AGENT_STRATEGIES: dict[str, str] = {
+    "self_ask": "Self-Ask loop with first-stage retrieval",
+    "self_ask_nar": "Self-Ask + NAR (SUNAR_R)",
+    "self_ask_nar_mer": "Self-Ask + NAR + MER (SUNAR without ASU)",
+    "self_ask_sunar": "Self-Ask + NAR + ASU (SUNAR without MER)",
+    "self_ask_sunar_mer": "Self-Ask + NAR + ASU + MER (full SUNAR)",
+    "react": "ReAct loop with first-stage retrieval",
+    "react_sunar": "ReAct + NAR + ASU",
+    "react_sunar_mer": "ReAct + NAR + ASU + MER",
+    "searchain": "SearChain loop with first-stage retrieval",
+    "searchain_sunar": "SearChain + NAR + ASU",
+    "searchain_sunar_mer": "SearChain + NAR + ASU + MER",
+    "ircot": "IRCoT loop with first-stage retrieval (Adaptive-RAG C)",
+    "ircot_nar": "IRCoT + NAR",
+    "ircot_sunar": "IRCoT + NAR + ASU",
+    "ircot_sunar_mer": "IRCoT + NAR + ASU + MER",
+    "cot": "few-shot chain of thought over first-stage passages",
+    "cot_sunar": "few-shot chain of thought over SUNAR passages",
+    "single_step_sunar": "single-step RAG over SUNAR passages (graph)",
+}
+"""Loop presets registered as strategies (each name is an ``agents.registry.PRESETS`` key)."""
+
+
+def _graph_strategy(preset: str) -> StrategyBuilder:
+    def build(parts: EvalComponents) -> Strategy:
+        from ..agents.registry import build_preset
+        from ..agents.run import run_graph
+
+        graph = build_preset(preset, parts.config, components=parts)
+
+        def run(question: str) -> RunResult:
+            return run_graph(graph, question)
+
+        return run
+
+    return build
+
+
+for _name, _description in AGENT_STRATEGIES.items():
+    register_strategy(_name, _graph_strategy(_name), description=_description)
+
+
 __all__ = [
+    "AGENT_STRATEGIES",
     "ENTRY_POINT_GROUP",
     "EvalComponents",
     "Strategy",

@@ -1,0 +1,8 @@
+"""LangGraph Studio entry: SearChain + NAR + ASU + MER (full SUNAR).
+
+Defaults: demo collection, packaged chat model, CPU profile (RCA_* variables apply).
+"""
+
+from rag_complexity_agents.agents.registry import studio_graph
+
+graph = studio_graph("searchain_sunar_mer")

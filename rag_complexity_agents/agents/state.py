@@ -1,0 +1,290 @@
+"""The typed graph state shared by every loop, and the run options Studio can edit.
+
+The state is plain JSON data (strings, numbers, lists, dicts) so that it checkpoints to
+SQLite, shows in LangGraph Studio and round-trips through the LangGraph server. Evidence is
+kept as :class:`DocRecord` dicts (``ScoredDoc.to_trace()`` plus the passage text);
+:func:`doc_from_record` turns one back into a :class:`~rag_complexity_agents.types.ScoredDoc`.
+
+No reducers: every node returns the new value of what it changes (the loops are
+sequential), so the start node can reset a thread that is reused with a checkpointer.
+:func:`merge_steps` helps a node update one step of the list.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Literal, TypedDict
+
+from langgraph.managed import RemainingSteps
+
+from ..types import Chunk, ScoredDoc
+
+LoopName = Literal["self_ask", "react", "searchain", "ircot", "cot", "single_step", "no_retrieval"]
+RetrievalName = Literal["none", "first_stage", "rerank", "nar", "sunar"]
+StopReason = Literal[
+    "final_answer",
+    "max_steps",
+    "format_error",
+    "repeated_query",
+    "no_progress",
+    "recursion_limit",
+    "single_pass",
+]
+
+
+class DocRecord(TypedDict, total=False):
+    """A retrieved passage with provenance (see ``ScoredDoc.to_trace``) and its text."""
+
+    id: str
+    doc_id: str | None
+    title: str
+    text: str
+    score: float
+    source: str  # first_stage | neighbour | backfill
+    rank: int | None
+    batch: int | None
+    via: str | None
+
+
+class BatchRecord(TypedDict, total=False):
+    """One NAR batch with its ASU outcome (``s`` clusters over m sampled answers)."""
+
+    index: int
+    pool: str  # R (first stage) or N (neighbours)
+    ids: list[str]
+    s: int | None
+    semantic_entropy: float | None
+    answers: list[str]
+    cluster_answers: list[str]
+    clusters: list[list[int]]
+    uncertain: bool
+
+
+class RetrievalRecord(TypedDict, total=False):
+    """One call of the retrieval node for one step."""
+
+    step: int
+    round: int  # 0 = first try; then exploration / re-query rounds
+    reason: Literal["initial", "explore", "requery"]
+    query: str
+    strategy: str
+    c: int | None
+    docs: list[DocRecord]
+    batches: list[BatchRecord]
+    all_uncertain: bool
+    unexplored: int  # neighbours / first-stage documents left unscored
+    nar: dict[str, Any]
+    seconds: float
+
+
+class Step(TypedDict, total=False):
+    """One loop step: a sub-question (Self-Ask), an action (ReAct), a chain node (SearChain)
+    or a reasoning sentence (IRCoT), with the answer the loop settled on."""
+
+    index: int
+    kind: str
+    sub_question: str
+    answer: str
+    raw: str
+    thought: str
+    action: str
+    observation: str
+    status: str  # SearChain: proposed | verified | corrected | filled
+
+
+class ChainNodeState(TypedDict, total=False):
+    """A SearChain node; ``status``: proposed | verified | corrected | filled | unverifiable."""
+
+    query: str
+    answer: str | None
+    unsolved: bool
+    status: str
+    step: int  # the step that verified it
+    claimed: str  # the chain's answer before a correction
+
+
+def merge_steps(left: list[Step] | None, right: list[Step] | None) -> list[Step]:
+    """Steps with a known ``index`` are updated in place, others appended (new list)."""
+    merged = [dict(step) for step in (left or [])]
+    for step in right or []:
+        index = step.get("index")
+        for existing in merged:
+            if index is not None and existing.get("index") == index:
+                existing.update(step)
+                break
+        else:
+            merged.append(dict(step))
+    return merged  # type: ignore[return-value]
+
+
+class InputState(TypedDict):
+    """What a run needs: the question."""
+
+    question: str
+
+
+class OutputState(TypedDict, total=False):
+    """What a run returns: the answer and the JSON trace."""
+
+    answer: str
+    trace: dict[str, Any]
+
+
+class AgentState(TypedDict, total=False):
+    """Everything a loop keeps between nodes."""
+
+    question: str
+    options: dict[str, Any]  # the resolved knobs of this run (for the trace)
+    started_at: float
+    steps: list[Step]
+    retrievals: list[RetrievalRecord]
+    # the query the retrieval node works on, and the ASU-edge bookkeeping for it
+    pending_query: str
+    pending_step: int
+    explore_rounds: int
+    requeries: int
+    extra_budget: int
+    retrieval_reason: str  # initial | explore | requery
+    next_node: str  # where the loop node wants to go next
+    # loop-specific
+    chain: list[ChainNodeState]
+    plan_rounds: int
+    sentences: list[str]
+    pool: list[DocRecord]
+    candidate_answer: str
+    format_errors: int
+    format_hint: bool
+    # outcome
+    loop_answer: str
+    answer_source: str
+    stop_reason: str
+    mer: dict[str, Any]
+    answer: str
+    trace: dict[str, Any]
+    # costs
+    llm_calls: int
+    asu_samples: int
+    retrieval_calls: int
+    input_tokens: int
+    output_tokens: int
+    # supersteps left before LangGraph's recursion limit (managed by LangGraph, read-only)
+    remaining_steps: RemainingSteps
+
+
+class RunOptions(TypedDict, total=False):
+    """Per-run knobs (``config["configurable"]`` or the run context); all optional.
+
+    ``retrieval`` / ``mer`` pick the retrieval-node strategy and whether MER runs; ``b``,
+    ``c``, ``m``, ``l`` are SUNAR's symbols; ``overrides`` takes any dotted config key.
+    """
+
+    retrieval: RetrievalName
+    mer: bool
+    chat_model: str
+    collection: str
+    b: int
+    c: int
+    m: int
+    l: int  # noqa: E741 - the paper's symbol
+    max_steps: int
+    passages: int
+    temperature: float
+    seed: int
+    profile: Literal["cpu", "paper"]
+    overrides: dict[str, Any]
+
+
+OPTION_KEYS: dict[str, str] = {
+    "retrieval": "agents.retrieval",
+    "mer": "agents.mer",
+    "chat_model": "models.chat",
+    "collection": "collection",
+    "b": "nar.b",
+    "c": "nar.c",
+    "m": "asu.m",
+    "l": "mer.l",
+    "max_steps": "agents.max_steps",
+    "passages": "answer.passages",
+    "temperature": "models.temperature",
+    "seed": "models.seed",
+    "profile": "agents.profile",
+}
+
+
+def plain(value: Any) -> Any:
+    """``value`` as plain JSON data: numpy scalars/arrays become Python numbers/lists,
+    non-finite floats become None, tuples become lists, unknown objects their ``str``."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [plain(v) for v in value]
+    if hasattr(value, "tolist"):
+        return plain(value.tolist())
+    if hasattr(value, "item"):
+        return plain(value.item())
+    return str(value)
+
+
+def doc_record(doc: ScoredDoc, *, max_chars: int) -> DocRecord:
+    """A ScoredDoc as state data, its text cut to ``max_chars``."""
+    record = plain(doc.to_trace())
+    text = doc.chunk.text
+    record["text"] = text if len(text) <= max_chars else text[:max_chars] + " …"
+    return record  # type: ignore[no-any-return]
+
+
+def doc_from_record(record: DocRecord) -> ScoredDoc:
+    """The ScoredDoc a :class:`DocRecord` describes (enough for prompts and MER)."""
+    metadata = {"doc_id": record.get("doc_id")} if record.get("doc_id") else {}
+    chunk = Chunk(
+        id=str(record.get("id", "")),
+        text=str(record.get("text", "")),
+        title=str(record.get("title", "") or ""),
+        metadata=metadata,
+    )
+    known = {"id", "doc_id", "title", "text", "score", "source", "rank", "batch", "via"}
+    score = record.get("score")
+    source = record.get("source", "first_stage")
+    return ScoredDoc(
+        chunk,
+        float(score) if isinstance(score, int | float) else 0.0,
+        source=source if source in ("first_stage", "neighbour", "backfill") else "first_stage",  # type: ignore[arg-type]
+        rank=record.get("rank"),
+        batch=record.get("batch"),
+        via=record.get("via"),
+        extra={k: v for k, v in record.items() if k not in known},
+    )
+
+
+def without_text(records: Sequence[DocRecord]) -> list[dict[str, Any]]:
+    """Evidence for traces: the records without their passage text."""
+    return [{k: v for k, v in r.items() if k != "text"} for r in records]
+
+
+__all__ = [
+    "OPTION_KEYS",
+    "AgentState",
+    "BatchRecord",
+    "ChainNodeState",
+    "DocRecord",
+    "InputState",
+    "LoopName",
+    "OutputState",
+    "RetrievalName",
+    "RetrievalRecord",
+    "RunOptions",
+    "Step",
+    "StopReason",
+    "doc_from_record",
+    "doc_record",
+    "merge_steps",
+    "plain",
+    "without_text",
+]

@@ -1,0 +1,537 @@
+"""Every loop with a scripted fake chat model over the real demo collection (real first stage,
+scorer, graph, NAR and ASU clustering): normal runs, format breaks, step limits, the ASU
+edges, MER, per-run knobs, checkpointing, streaming, async and bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_fakes import Script, ScriptedChat, demo_config, demo_home
+
+from rag_complexity_agents.agents.nodes import apply_profile, build_trace, expand_query
+from rag_complexity_agents.agents.registry import PRESETS, build_graph, build_preset
+from rag_complexity_agents.agents.run import arun_graph, astream_graph, run_graph, stream_graph
+from rag_complexity_agents.components import Components
+from rag_complexity_agents.config import Config
+from rag_complexity_agents.errors import CorpusError, InputError, ModelServerError
+from rag_complexity_agents.types import RunResult
+
+Q = "In which country was the director of Spirited Away born?"
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return demo_home(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture(scope="module")
+def parts(home: Path) -> Components:
+    return Components(demo_config(home))
+
+
+def make(parts: Components, script: Script, **sections: Any) -> tuple[Components, ScriptedChat]:
+    """Components sharing the store/scorer of ``parts`` with a fresh scripted chat."""
+    from rag_complexity_agents.agents.nodes import derive_components
+
+    cfg = demo_config(parts.config.corpus.home, **sections)
+    derived = derive_components(parts, cfg)
+    chat = ScriptedChat(script=script)
+    derived.chat = chat  # type: ignore[misc]
+    return derived, chat
+
+
+def run(
+    parts: Components, preset: str, script: Script, question: str = Q, **kwargs: Any
+) -> tuple[RunResult, ScriptedChat]:
+    options = kwargs.pop("options", None)
+    recursion_limit = kwargs.pop("recursion_limit", None)
+    derived, chat = make(parts, script, **kwargs)
+    graph = build_preset(preset, derived.config, components=derived)
+    result = run_graph(graph, question, options=options, recursion_limit=recursion_limit)
+    json.dumps(result.trace)  # always JSON-serialisable
+    return result, chat
+
+
+def spirited(**extra: Any) -> Script:
+    replies: dict[str, Any] = {
+        "self_ask": [
+            "Follow up: Who directed Spirited Away?",
+            "Follow up: Where was Hayao Miyazaki born?",
+            "So the final answer is: Japan",
+        ],
+        "answer": ["Hayao Miyazaki", "Tokyo, Japan"],
+        "asu": "Hayao Miyazaki",
+        "mer": "[Reasoning]: The evidence says Miyazaki was born in Tokyo.\n[Final Answer]: Japan",
+    }
+    replies.update(extra)
+    return Script(**replies)
+
+
+def rounds_of(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for s in trace["steps"] for r in s.get("retrieval", {}).get("rounds", [])]
+
+
+# ------------------------------------------------------------------------------ Self-Ask
+
+
+def test_self_ask_sunar_mer_normal_run(parts: Components) -> None:
+    result, chat = run(parts, "self_ask_sunar_mer", spirited())
+    t = result.trace
+    assert result.answer == "Japan" and t["answer_source"] == "mer"
+    assert t["stop_reason"] == "final_answer" and t["loop_answer"] == "Japan"
+    assert t["sub_questions"] == ["Who directed Spirited Away?", "Where was Hayao Miyazaki born?"]
+    assert t["reasoning_path"] == [
+        ["Who directed Spirited Away?", "Hayao Miyazaki"],
+        ["Where was Hayao Miyazaki born?", "Tokyo, Japan"],
+    ]
+    # SUNAR: NAR batches from R and N, ASU clusters per batch, provenance of the evidence
+    for step in t["steps"]:
+        (rnd,) = step["retrieval"]["rounds"]
+        assert rnd["c"] == 8 and [b["pool"] for b in rnd["batches"]] == ["R", "N"]
+        assert all(
+            b["s"] == 1 and b["cluster_answers"] == ["Hayao Miyazaki"] for b in rnd["batches"]
+        )
+        assert rnd["retriever"]["initial"]["pool_used"] == "union"
+    titles = [e["title"] for e in t["steps"][0]["retrieval"]["evidence"]]
+    assert "Spirited Away" in titles
+    sources = {e["source"] for s in t["steps"] for e in s["retrieval"]["evidence"]}
+    assert sources <= {"first_stage", "neighbour", "backfill"}
+    assert all(r["retriever"]["nar"]["scored_neighbours"] > 0 for r in rounds_of(t))
+    assert all(e["batch"] is not None for e in t["evidence"])
+    neighbours = [e for e in t["evidence"] if e["source"] == "neighbour"]
+    assert all(e["via"] and e["batch"] >= 1 for e in neighbours)
+    assert {e["doc_id"] for e in t["evidence"]} >= {"demo-134", "demo-077"}
+    # MER saw the path and the top-l evidence re-scored against the question
+    assert t["mer"]["answer"] == "Japan" and t["mer"]["extraction"] == "marker"
+    assert 1 <= len(t["mer"]["evidence"]) <= 4
+    # costs: 3 decompositions + 2 sub-answers + MER + 4 ASU prompts (2 batches x 2 steps)
+    assert t["llm_calls"] == 10 and t["asu_samples"] == 12 and t["retrieval_calls"] == 2
+    assert chat.kinds().count("asu") == 12 and chat.kinds()[-1] == "mer"
+    assert t["input_tokens"] == 10 * (len(chat.calls) - 12) and t["seconds"] > 0
+
+
+def test_self_ask_format_break_is_retried_with_a_reminder(parts: Components) -> None:
+    script = spirited(
+        self_ask=[
+            "I think it is Japan maybe",
+            "Follow up: Who directed Spirited Away?",
+            "So the final answer is: Japan",
+        ],
+    )
+    result, chat = run(parts, "self_ask", script)
+    assert result.answer == "Japan" and result.trace["format_errors"] == 1
+    prompts = [c["human"] for c in chat.calls if c["kind"] == "self_ask"]
+    assert "must start with" not in prompts[0] and "must start with" in prompts[1]
+
+
+def test_self_ask_always_broken_still_answers(parts: Components) -> None:
+    script = spirited(self_ask="<<garbage>>", answer="Hayao Miyazaki")
+    result, _ = run(parts, "self_ask", script)
+    t = result.trace
+    # one retry, then the question itself as the only follow-up, then a format stop
+    assert t["steps"][0]["sub_question"] == Q and t["steps"][0]["kind"] == "question"
+    assert t["stop_reason"] == "format_error" and t["format_errors"] == 3
+    assert result.answer == "Hayao Miyazaki" and t["answer_source"] == "last_intermediate"
+
+
+def test_self_ask_step_limit(parts: Components) -> None:
+    counter = itertools.count(1)
+    script = spirited(
+        self_ask=lambda human: (
+            "So the final answer is: Japan"
+            if "No more follow-up" in human
+            else f"Follow up: Which place number {next(counter)} matters?"
+        )
+    )
+    result, _ = run(parts, "self_ask", script, agents={"max_steps": 2})
+    t = result.trace
+    assert len(t["steps"]) == 2 and t["stop_reason"] == "max_steps"
+    assert result.answer == "Japan" and t["answer_source"] == "forced_final"
+
+
+def test_self_ask_repeated_follow_up_stops(parts: Components) -> None:
+    script = spirited(self_ask="Follow up: Who directed Spirited Away?")
+    result, _ = run(parts, "self_ask", script)
+    assert result.trace["stop_reason"] == "repeated_query" and len(result.trace["steps"]) == 1
+    assert result.answer == "Hayao Miyazaki"
+
+
+def test_copied_exemplar_answer_is_not_trusted(parts: Components) -> None:
+    script = spirited(
+        self_ask=["Follow up: Who directed Spirited Away?", "So the final answer is: the Amstel"]
+    )
+    result, _ = run(parts, "self_ask", script, agents={"max_format_errors": 0})
+    assert result.answer != "the Amstel" and result.trace["stop_reason"] == "format_error"
+
+
+# ------------------------------------------------------------------------------ ReAct
+
+
+def test_react_normal_run_with_lookup(parts: Components) -> None:
+    script = Script(
+        react=[
+            "Thought 1: I need the director.\nAction 1: Search[Spirited Away director]",
+            "Thought 2: Hayao Miyazaki directed it; where was he born?\nAction 2: Lookup[born]",
+            "Thought 3: He was born in Tokyo, Japan.\nAction 3: Finish[Japan]",
+        ],
+        asu="Hayao Miyazaki",
+    )
+    result, chat = run(parts, "react_sunar_mer", script, mer={"l": 3})
+    t = result.trace
+    assert t["stop_reason"] == "final_answer" and t["loop_answer"] == "Japan"
+    search, lookup = t["steps"]
+    assert search["action"] == "Search[Spirited Away director]" and "[1]" in search["observation"]
+    assert lookup["action"] == "Lookup[born]" and "born" in lookup["observation"]
+    assert lookup["observation"].startswith("(Result 1 /")
+    assert search["answer"].startswith("Hayao Miyazaki directed it")  # the next thought
+    assert t["mer"] is not None and chat.kinds()[-1] == "mer"
+    assert t["retrieval_calls"] == 1
+
+
+def test_react_format_break_and_step_limit(parts: Components) -> None:
+    broken, _ = run(parts, "react", Script(react="I have no idea.", answer="x"))
+    assert broken.trace["stop_reason"] == "format_error" and broken.answer
+    assert broken.trace["steps"][0]["sub_question"] == Q  # fell back to searching the question
+    counter = itertools.count(1)
+    looping = Script(
+        react=lambda human: (
+            "Thought: done\nAction: Finish[Japan]"
+            if "No more searches" in human
+            else f"Thought: more\nAction: Search[topic {next(counter)}]"
+        )
+    )
+    limited, _ = run(parts, "react", looping, agents={"max_steps": 3})
+    assert limited.trace["stop_reason"] == "max_steps" and len(limited.trace["steps"]) == 3
+    assert limited.answer == "Japan" and limited.trace["answer_source"] == "forced_final"
+
+
+# ------------------------------------------------------------------------------ SearChain
+
+
+def test_searchain_corrects_a_wrong_node_from_evidence(parts: Components) -> None:
+    script = Script(
+        searchain=[
+            "[Query 1]: Who directed Spirited Away?\n[Answer 1]: Hayao Miyazaki\n"
+            "[Query 2]: Where was Hayao Miyazaki born?\n[Answer 2]: Osaka\n[Final Answer]: Japan",
+            "[Final Answer]: Japan",
+        ],
+        answer=["Hayao Miyazaki", "Tokyo"],
+    )
+    result, chat = run(parts, "searchain", script)
+    t = result.trace
+    assert [s["status"] for s in t["steps"]] == ["verified", "corrected"]
+    assert t["steps"][1]["answer"] == "Tokyo"
+    # the corrected node went back to planning with the checked nodes in the prompt
+    replan = [c["human"] for c in chat.calls if c["kind"] == "searchain"][1]
+    assert "[Answer 2]: Tokyo (checked)" in replan
+    assert result.answer == "Japan" and t["stop_reason"] == "final_answer"
+
+
+def test_searchain_unsolved_query_is_filled_then_final(parts: Components) -> None:
+    script = Script(
+        searchain=[
+            "[Query 1]: Who directed Spirited Away?\n[Unsolved Query]: Who directed Spirited Away?",
+            "[Final Answer]: Hayao Miyazaki",
+        ],
+        answer="Hayao Miyazaki",
+    )
+    result, _ = run(parts, "searchain_sunar", script)
+    assert result.trace["steps"][0]["status"] == "filled" and result.answer == "Hayao Miyazaki"
+
+
+def test_searchain_format_break_and_step_limit(parts: Components) -> None:
+    broken, _ = run(parts, "searchain", Script(searchain="nonsense", answer="Tokyo"))
+    assert broken.trace["stop_reason"] == "format_error" and broken.answer == "Tokyo"
+    counter = itertools.count(1)
+    endless = Script(
+        searchain=lambda human: (
+            "[Final Answer]: Japan"
+            if "Write only" in human
+            else f"[Query 1]: Question {next(counter)}?\n[Unsolved Query]: Question?"
+        ),
+        answer="something",
+    )
+    limited, _ = run(parts, "searchain", endless, agents={"max_steps": 2})
+    assert limited.trace["stop_reason"] == "max_steps" and len(limited.trace["steps"]) <= 2
+    assert limited.answer == "Japan"
+
+
+# ------------------------------------------------------------------------------ IRCoT, baselines
+
+
+def test_ircot_normal_and_limits(parts: Components) -> None:
+    script = Script(
+        ircot=[
+            "Spirited Away was directed by Hayao Miyazaki.",
+            "Hayao Miyazaki was born in Tokyo, Japan. So the answer is: Japan",
+        ]
+    )
+    result, _ = run(parts, "ircot_nar", script)
+    t = result.trace
+    assert result.answer == "Japan" and t["retrieval_calls"] == 2
+    assert t["steps"][1]["sub_question"] == "Spirited Away was directed by Hayao Miyazaki."
+    stuck, _ = run(parts, "ircot", Script(ircot="The film is famous."))
+    assert stuck.trace["stop_reason"] == "no_progress" and stuck.answer
+    counter = itertools.count(1)
+    endless = Script(
+        ircot=lambda human: (
+            "So the answer is: Japan"
+            if "last sentence" in human
+            else f"Fact number {next(counter)}."
+        )
+    )
+    limited, _ = run(parts, "ircot", endless, agents={"max_steps": 2})
+    assert limited.trace["stop_reason"] == "max_steps" and limited.answer == "Japan"
+
+
+def test_baselines(parts: Components) -> None:
+    cot, _ = run(parts, "cot", Script(cot="Miyazaki was born in Tokyo. So the answer is: Japan"))
+    assert cot.answer == "Japan" and cot.trace["retrieval_calls"] == 1
+    single, chat = run(parts, "single_step_sunar", Script(answer="Hayao Miyazaki", asu="x"))
+    assert single.answer == "Hayao Miyazaki" and "asu" in chat.kinds()
+    alone, chat = run(parts, "no_retrieval_graph", Script(no_retrieval="Japan"))
+    assert alone.answer == "Japan" and alone.trace["retrieval_calls"] == 0
+    assert chat.kinds() == ["no_retrieval"]
+    broken, _ = run(parts, "cot", Script(cot=""))
+    assert broken.trace["stop_reason"] == "format_error" and broken.answer == "unknown"
+
+
+# ------------------------------------------------------------------------------ ASU edges
+
+
+def test_asu_edges_explore_then_requery(parts: Components) -> None:
+    counter = itertools.count()
+    script = spirited(
+        self_ask=["Follow up: Who directed Spirited Away?", "So the final answer is: Japan"],
+        asu=lambda human: f"answer number {next(counter)}",  # m distinct answers: s = m
+    )
+    result, _ = run(parts, "self_ask_sunar", script, agents={"max_explore": 1, "max_requery": 1})
+    rounds = result.trace["steps"][0]["retrieval"]["rounds"]
+    assert [r["reason"] for r in rounds] == ["initial", "explore", "requery"]
+    assert [r["c"] for r in rounds] == [8, 12, 8]
+    assert all(r["all_uncertain"] for r in rounds)
+    assert all(b["s"] == 3 and b["uncertain"] for r in rounds for b in r["batches"])
+    assert rounds[2]["query"] == expand_query("Who directed Spirited Away?", Q)
+    # exploration reuses the ASU results of batches it has seen: only the new batch costs
+    assert result.trace["asu_samples"] == 3 * (2 + 1 + 2)
+
+
+def test_asu_edges_not_taken_when_confident(parts: Components) -> None:
+    result, _ = run(parts, "self_ask_sunar", spirited())
+    assert all(len(s["retrieval"]["rounds"]) == 1 for s in result.trace["steps"])
+
+
+def test_expand_query() -> None:
+    assert expand_query("Who directed it?", "Where was the director of Alien born?") == (
+        "Who directed it? director Alien born"
+    )
+    assert expand_query("Alien director born", "Where was the director of Alien born?") == ""
+
+
+# ------------------------------------------------------------------------------ strategies, knobs
+
+
+@pytest.mark.parametrize("strategy", ["none", "first_stage", "rerank", "nar"])
+def test_retrieval_strategies(parts: Components, strategy: str) -> None:
+    result, chat = run(parts, "self_ask", spirited(), options={"retrieval": strategy, "mer": False})
+    t = result.trace
+    assert t["retrieval"] == strategy and t["mer"] is None and "asu" not in chat.kinds()
+    evidence = [e for s in t["steps"] for e in s.get("retrieval", {}).get("evidence", [])]
+    if strategy == "none":
+        assert not evidence and t["retrieval_calls"] == 0
+        assert chat.kinds().count("no_retrieval") == 2
+        return
+    assert evidence and t["retrieval_calls"] == 2
+    if strategy == "rerank":
+        assert all(e["source"] != "neighbour" for e in evidence)
+    if strategy == "nar":
+        rnd = t["steps"][0]["retrieval"]["rounds"][0]
+        assert all(b["s"] is None for b in rnd["batches"]) and rnd["c"] == 8
+
+
+def test_per_run_knobs_via_configurable_and_context(parts: Components) -> None:
+    result, _ = run(
+        parts,
+        "self_ask_sunar_mer",
+        spirited(),
+        options={"b": 2, "c": 4, "m": 2, "l": 2, "max_steps": 1, "mer": False},
+    )
+    t = result.trace
+    assert len(t["steps"]) == 1 and t["mer"] is None and t["stop_reason"] == "max_steps"
+    rnd = t["steps"][0]["retrieval"]["rounds"][0]
+    assert rnd["c"] == 4 and [len(b["ids"]) for b in rnd["batches"]] == [2, 2]
+    assert all(len(b["answers"]) == 2 for b in rnd["batches"])
+    assert t["options"]["b"] == 2 and t["options"]["graph"] == "self_ask_sunar_mer"
+    # the same knobs through the run context (what Studio's assistant context sends)
+    derived, _ = make(parts, spirited())
+    graph = build_preset("self_ask_sunar_mer", derived.config, components=derived)
+    state = graph.invoke({"question": Q}, context={"max_steps": 1, "mer": False, "c": 4})
+    assert len(state["steps"]) == 1 and state["trace"]["mer"] is None
+
+
+def test_unknown_options_fail_clearly(parts: Components) -> None:
+    from rag_complexity_agents.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="retrieval strategy"):
+        run(parts, "self_ask", spirited(), options={"retrieval": "magic"})
+    with pytest.raises(ConfigError, match="unknown loop"):
+        build_graph("tree_of_thought")
+
+
+def test_cpu_profile_changes_only_defaults() -> None:
+    cfg = apply_profile(Config(nar={"b": 7}))
+    assert cfg.nar.b == 7 and cfg.nar.c == 8 and cfg.asu.m == 3 and cfg.models.n_threads == 1
+    assert apply_profile(Config(agents={"profile": "paper"})).nar.c == 100
+
+
+# ------------------------------------------------------------------------------ bounds, runtime
+
+
+def test_recursion_limit_never_surfaces(parts: Components) -> None:
+    counter = itertools.count(1)
+    script = spirited(self_ask=lambda h: f"Follow up: Question {next(counter)}?")
+    for limit in (40, 16, 6, 2):
+        result, _ = run(
+            parts, "self_ask_sunar_mer", script, agents={"max_steps": 20}, recursion_limit=limit
+        )
+        assert result.answer and result.trace["stop_reason"] in ("recursion_limit", "max_steps")
+    # straight graph.invoke: the loop concludes before LangGraph's limit
+    derived, _ = make(parts, script, agents={"max_steps": 20})
+    state = build_preset("self_ask", derived.config, components=derived).invoke(
+        {"question": Q}, {"recursion_limit": 30}
+    )
+    assert state["stop_reason"] == "recursion_limit" and state["answer"]
+
+
+def test_sqlite_checkpointer_and_thread_reuse(parts: Components, tmp_path: Path) -> None:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    saver = SqliteSaver(
+        sqlite3.connect(str(tmp_path / "checkpoints.sqlite"), check_same_thread=False)
+    )
+    derived, _ = make(parts, spirited())
+    graph = build_preset(
+        "self_ask_sunar_mer", derived.config, components=derived, checkpointer=saver
+    )
+    first = run_graph(graph, Q, thread_id="t1")
+    snapshot = graph.get_state({"configurable": {"thread_id": "t1"}})
+    assert snapshot.values["answer"] == first.answer == "Japan"
+    assert len(list(graph.get_state_history({"configurable": {"thread_id": "t1"}}))) > 10
+    derived.chat.script = spirited()  # type: ignore[attr-defined]
+    second = run_graph(graph, Q, thread_id="t1")  # the same thread again: state is reset
+    # same steps; the 4 ASU prompts are served from the context's memo of seen batches
+    assert len(second.trace["steps"]) == 2 and second.trace["llm_calls"] == 10 - 4
+    assert second.trace["steps"][0]["retrieval"]["rounds"][0]["batches"][0]["s"] == 1
+    assert second.trace["retrieval_calls"] == first.trace["retrieval_calls"] == 2
+    assert build_trace(snapshot.values)["answer"] == "Japan"
+
+
+def test_streaming_updates_and_tokens(parts: Components) -> None:
+    derived, _ = make(parts, spirited())
+    graph = build_preset("self_ask_nar_mer", derived.config, components=derived)
+    events = list(stream_graph(graph, Q))
+    nodes = [node for mode, payload in events if mode == "updates" for node in payload]
+    assert nodes[:3] == ["start", "decompose", "retrieve"] and nodes[-2:] == ["mer", "finish"]
+    tokens = "".join(str(payload[0].content) for mode, payload in events if mode == "messages")
+    assert "Follow up: Who directed Spirited Away?" in tokens and "[Final Answer]: Japan" in tokens
+
+
+def test_async_run_and_stream(parts: Components) -> None:
+    derived, _ = make(parts, spirited())
+    graph = build_preset("self_ask_sunar_mer", derived.config, components=derived)
+
+    async def go() -> tuple[RunResult, list[str]]:
+        result = await arun_graph(graph, Q)
+        derived.chat.script = spirited()  # type: ignore[attr-defined]
+        modes = [mode async for mode, _ in astream_graph(graph, Q, stream_mode=("updates",))]
+        return result, modes
+
+    result, modes = asyncio.run(go())
+    assert result.answer == "Japan" and set(modes) == {"updates"}
+
+
+# ------------------------------------------------------------------------------ bad input
+
+
+def test_bad_questions(parts: Components) -> None:
+    with pytest.raises(InputError, match="empty"):
+        run(parts, "self_ask_sunar_mer", spirited(), question="   ")
+    with pytest.raises(InputError, match="102,400 characters long"):
+        run(parts, "self_ask_sunar_mer", spirited(), question="x" * 102_400)
+    with pytest.raises(InputError, match="garbled"):
+        run(parts, "self_ask_sunar_mer", spirited(), question="\x00\x01\x02\x03")
+
+
+def test_non_english_question_gets_an_answer(parts: Components) -> None:
+    question = "¿En qué país nació el director de El viaje de Chihiro?"
+    script = spirited(
+        self_ask=["Follow up: ¿Quién dirigió El viaje de Chihiro?", "So the final answer is: Japón"]
+    )
+    result, _ = run(parts, "self_ask_sunar_mer", script, question=question)
+    assert result.answer == "Japan" and result.trace["question"] == question
+    assert result.trace["steps"][0]["retrieval"]["evidence"]  # dense retrieval still finds text
+
+
+def test_model_down_is_a_clear_error(parts: Components) -> None:
+    derived, chat = make(parts, spirited())
+    chat.fail_with = ConnectionRefusedError("[Errno 111] Connection refused")
+    graph = build_preset("self_ask_sunar_mer", derived.config, components=derived)
+    with pytest.raises(ModelServerError, match=r"chat model failed.*Connection refused"):
+        run_graph(graph, Q)
+
+
+def test_missing_collection_fails_before_any_llm_call(parts: Components) -> None:
+    derived, chat = make(parts, spirited(), collection="no-such-collection")
+    graph = build_preset("self_ask_sunar_mer", derived.config, components=derived)
+    with pytest.raises(CorpusError, match="does not exist"):
+        run_graph(graph, Q)
+    assert chat.calls == []
+
+
+# ------------------------------------------------------------------------------ registry, harness
+
+
+def test_every_agent_strategy_is_a_preset_and_runs_in_the_harness(parts: Components) -> None:
+    from rag_complexity_agents.eval.strategies import (
+        AGENT_STRATEGIES,
+        EvalComponents,
+        build_strategy,
+    )
+
+    assert set(AGENT_STRATEGIES) <= set(PRESETS)
+    components = EvalComponents(demo_config(parts.config.corpus.home))
+    components.store = parts.store  # type: ignore[misc]
+    components.chat = ScriptedChat(script=spirited())  # type: ignore[misc]
+    strategy = build_strategy("self_ask_sunar_mer", components)
+    result = strategy(Q)
+    assert result.answer == "Japan"
+    for key in ("llm_calls", "retrieval_calls", "input_tokens", "output_tokens", "seconds"):
+        assert isinstance(result.trace[key], int | float)
+    assert all("id" in e and "title" in e for e in result.trace["evidence"])
+
+
+def test_final_answer_preferences() -> None:
+    from rag_complexity_agents.agents.nodes import final_answer, shorten_answer
+
+    assert final_answer({"mer": {"answer": "Japan", "extraction": "marker"}}) == ("Japan", "mer")
+    long = "Based on the evidence provided, the country where he was born is Japan"
+    state = {"mer": {"answer": long, "extraction": "last_line"}, "loop_answer": "Tokyo"}
+    assert final_answer(state) == ("Japan", "mer (closing clause of an unformatted reply)")
+    rambling = "I could not decide between several options given in the evidence passages here"
+    state = {"mer": {"answer": rambling, "extraction": "last_line"}, "loop_answer": "Tokyo"}
+    assert final_answer(state)[0] == "Tokyo"
+    assert final_answer({"steps": [{"answer": "x"}, {"answer": ""}]}) == ("x", "last_intermediate")
+    assert final_answer({}) == ("unknown", "none")
+    assert shorten_answer("No closing clause here") == ""
+
+
+def test_mer_copying_an_exemplar_is_ignored(parts: Components) -> None:
+    script = spirited(mer="[Reasoning]: ...\n[Final Answer]: William Godwin")
+    result, _ = run(parts, "self_ask_sunar_mer", script)
+    assert result.trace["mer"]["extraction"] == "copied_exemplar" and result.answer == "Japan"
