@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import math
@@ -295,8 +296,18 @@ def _get_runtime(key: tuple[str, int, int]) -> _Runtime:
     with _RUNTIMES_LOCK:
         runtime = _RUNTIMES.get(key)
         if runtime is None:
+            if not _RUNTIMES:
+                atexit.register(_close_runtimes)
             runtime = _RUNTIMES[key] = _load_runtime(key)
         return runtime
+
+
+def _close_runtimes() -> None:
+    """Free llama.cpp models before interpreter teardown (its __del__ fails late in exit)."""
+    with _RUNTIMES_LOCK:
+        for runtime in _RUNTIMES.values():
+            runtime.llama.close()
+        _RUNTIMES.clear()
 
 
 def loaded_runtimes() -> list[tuple[str, int, int]]:
