@@ -132,7 +132,7 @@ def _child_graph(args: argparse.Namespace) -> dict[str, Any]:
     ids = [f"chunk-{i}" for i in range(n)]
     rss_before = _current_rss_mb()
     with tempfile.TemporaryDirectory(prefix="rca-graph-bench-") as tmp:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         graph = TopKGraph.build(
             Path(tmp) / "graph",
             embeddings,
@@ -142,6 +142,7 @@ def _child_graph(args: argparse.Namespace) -> dict[str, Any]:
             max_block_bytes=args.max_block_mb * 2**20,
         )
         seconds = time.perf_counter() - start
+        cpu_seconds = time.process_time() - cpu_start
         stats = graph.stats()
         # sanity: one row against brute force
         row = n // 2
@@ -165,6 +166,9 @@ def _child_graph(args: argparse.Namespace) -> dict[str, Any]:
         "rows_per_block": _rows_per_block(n, args.block_size, args.max_block_mb * 2**20),
         "graph_bytes_on_disk": stats["bytes_on_disk"],
         "torch_threads": torch.get_num_threads(),
+        # CPU time this process got during the build / (wall time × CPUs): ~1 when the
+        # build had the whole machine, lower when other work took CPU time from it
+        "cpu_share": round(cpu_seconds / (seconds * (os.cpu_count() or 1)), 2),
     }
 
 
@@ -318,15 +322,15 @@ def _markdown(report: dict[str, Any]) -> str:
         "block; float32 products (torch.mm), int32 + float16 memory-mapped arrays",
         "",
         "| chunks | embed chunks/s | graph s | graph GFLOP/s | fraction of numpy peak "
-        "| peak RSS MB | real rows | random rows | CPU busy before % |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| peak RSS MB | real rows | random rows | CPU busy before % | CPU share |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in report["rows"]:
         lines.append(
             f"| {row['n_chunks']:,} | {row['embed_chunks_per_s']} | {row['graph_seconds']} "
             f"| {row['graph_gflops']} | {row['fraction_of_peak']:.2f} | {row['peak_rss_mb']} "
             f"| {row['real_rows']:,} | {row['random_rows']:,} "
-            f"| {row.get('cpu_busy_before_pct')} |"
+            f"| {row.get('cpu_busy_before_pct')} | {row.get('cpu_share')} |"
         )
     machine = report["machine"]
     lines += [
@@ -337,7 +341,8 @@ def _markdown(report: dict[str, Any]) -> str:
         f"numpy {machine['numpy']}, torch {machine['torch']}; {machine['platform']}.",
         f"- Load average at start/end: {report['loadavg_start']} / {report['loadavg_end']}. "
         "The CPUs may be shared with other work; 'CPU busy before' is the whole-machine "
-        "busy share in the second before each build (the build itself needs both cores).",
+        "busy share in the second before each build; 'CPU share' is the CPU time the build "
+        "process got divided by wall time × CPUs (about 1.0 = it had the whole machine).",
         "- GFLOP/s counts the 2·n·n·d flops of the similarity products the build really does "
         "(the full matrix, no symmetry shortcut); graph seconds include selecting the top-k, "
         "ordering, and writing + fsyncing the arrays.",
