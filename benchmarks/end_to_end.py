@@ -51,6 +51,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from rag_complexity_agents.agents.nodes import apply_profile  # noqa: E402
 from rag_complexity_agents.config import Config, default_home  # noqa: E402
 from rag_complexity_agents.corpus.store import CorpusStore  # noqa: E402
 from rag_complexity_agents.errors import RCAError  # noqa: E402
@@ -69,6 +70,7 @@ from rag_complexity_agents.eval.metrics import Estimate  # noqa: E402
 from rag_complexity_agents.eval.report import summarize  # noqa: E402
 from rag_complexity_agents.eval.runner import read_run  # noqa: E402
 from rag_complexity_agents.eval.strategies import (  # noqa: E402
+    AGENT_STRATEGIES,
     EvalComponents,
     available_strategies,
 )
@@ -104,9 +106,10 @@ PLAN: tuple[Planned, ...] = (
 )
 
 
-def settings_of(config: Config, keys: Sequence[str]) -> dict[str, Any]:
+def settings_of(config: Config, keys: Sequence[str], *, loop: bool) -> dict[str, Any]:
+    """The values of ``keys`` the run used (loops see them through the agents' CPU profile)."""
     flat: dict[str, Any] = {}
-    dumped = config.model_dump(mode="json")
+    dumped = (apply_profile(config) if loop else config).model_dump(mode="json")
     for key in keys:
         node: Any = dumped
         for part in key.split("."):
@@ -180,7 +183,7 @@ def result_row(
         "errors": summary.errors,
         "evidence": {key: _mean(value) for key, value in r.items()},
         "cache_hit_rate": summary.cache_hit_rate,
-        "settings": settings_of(config, planned.settings),
+        "settings": settings_of(config, planned.settings, loop=planned.name in AGENT_STRATEGIES),
     }
 
 

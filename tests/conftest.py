@@ -31,3 +31,23 @@ def embedder() -> SentenceTransformerEmbedder:
 def config(tmp_path: Path) -> Config:
     """A config whose collections live in a fresh temporary directory (models stay shared)."""
     return Config(corpus={"home": tmp_path / "home"}, graph={"k": 8})
+
+
+@pytest.fixture(scope="session")
+def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A collection home holding the demo corpus as collection ``demo`` (graph k=16), built once
+    per test session; copy it with ``shutil.copytree`` before writing to it."""
+    from rag_complexity_agents.corpus.demo import DEMO_CORPUS
+    from rag_complexity_agents.corpus.documents import iter_documents
+    from rag_complexity_agents.corpus.store import CorpusStore
+
+    home = tmp_path_factory.mktemp("demo-home")
+    store = CorpusStore.open_or_create("demo", Config(corpus={"home": home}, graph={"k": 16}))
+    store.ingest(iter_documents(DEMO_CORPUS), progress=False)
+    return home
+
+
+@pytest.fixture
+def demo_collection_config(demo_home: Path) -> Config:
+    """A read-only config on the shared demo collection (packaged models, CPU defaults)."""
+    return Config(corpus={"home": demo_home}, collection="demo", graph={"k": 16})
