@@ -610,9 +610,9 @@ class TopKGraph:
         if not 0 <= row < len(self):
             raise CorpusError(f"row {row} is outside the graph (0..{len(self) - 1})")
         n = max(0, min(n, self.k))
-        cols = self._neighbours[row, :n]
-        values = self._similarities[row, :n].astype(np.float32)
-        return [(int(c), float(v)) for c, v in zip(cols, values, strict=True)]
+        cols = np.asarray(self._neighbours[row, :n]).tolist()  # one copy, not n scalar reads
+        values = self._similarities[row, :n].astype(np.float32).tolist()
+        return list(zip(cols, values, strict=True))
 
     def neighbours(self, doc_id: str, n: int) -> list[tuple[str, float]]:
         """Up to ``n`` (document id, similarity) pairs, most similar first, never ``doc_id``."""

@@ -91,8 +91,11 @@ class SpladeScorer:
             )
             with torch.inference_mode():
                 logits = model(**enc).logits
-            weights = torch.log1p(torch.relu(logits)) * enc["attention_mask"].unsqueeze(-1)
-            out.append(weights.amax(dim=1).numpy())
+            # log1p(relu(.)) is monotone: pool the raw logits over tokens first, so the
+            # element-wise work is on batch x vocab instead of batch x tokens x vocab.
+            padding = enc["attention_mask"].unsqueeze(-1) == 0
+            pooled = logits.masked_fill(padding, float("-inf")).amax(dim=1)
+            out.append(torch.log1p(torch.relu(pooled)).numpy())
         return np.concatenate(out).astype(np.float32)
 
     def score(self, query: str, docs: Sequence[Chunk]) -> np.ndarray:
