@@ -270,7 +270,13 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         metavar="STRATEGY=N",
         help="another limit for one strategy (repeatable), e.g. single_step=50",
     )
-    parser.add_argument("--datasets", default=",".join(DATASETS))
+    parser.add_argument("--datasets", default=",".join(DATASETS), help="datasets to run")
+    parser.add_argument(
+        "--pool",
+        default=",".join(DATASETS),
+        help="datasets whose paragraphs form the corpus (keep it fixed across runs: the "
+        "corpus is part of every run's fingerprint)",
+    )
     parser.add_argument(
         "--strategies", default="", help="comma-separated subset of the planned strategies"
     )
@@ -324,9 +330,13 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     pending = [p for p in plan if p.name not in registered]
     datasets = [d for d in args.datasets.split(",") if d]
 
-    records = {d: load_records(resolve_dataset(DATASETS.get(d, d), args.data)) for d in datasets}
+    pooled = [d for d in args.pool.split(",") if d]
+    records = {
+        d: load_records(resolve_dataset(DATASETS.get(d, d), args.data))
+        for d in dict.fromkeys([*datasets, *pooled])
+    }
     biggest = max(limits[p.name] for p in ready) if ready else 0
-    pool = [r for d in datasets for r in (records[d][:biggest] if args.smoke else records[d])]
+    pool = [r for d in pooled for r in (records[d][:biggest] if args.smoke else records[d])]
     name, corpus = build_collection(pool, config, label="smoke" if args.smoke else "pooled")
     config = config.with_overrides({"collection": name})
 
