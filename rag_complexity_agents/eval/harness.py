@@ -18,7 +18,7 @@ from .runner import RunSummary, run_eval
 from .strategies import EvalComponents, build_strategy, get_strategy_spec
 
 #: Config keys that do not change answers (paths, endpoints, threads, batch sizes, the
-#: harness's own knobs); they are left out of a run's fingerprint.
+#: harness's own knobs, the measurement sections); they are left out of a run's fingerprint.
 NON_SEMANTIC_KEYS: frozenset[str] = frozenset(
     {
         "models.home",
@@ -33,6 +33,9 @@ NON_SEMANTIC_KEYS: frozenset[str] = frozenset(
         "graph.block_size",
         "max_question_chars",
         "eval",
+        # measurement-only sections: they score questions and runs, never change an answer
+        "grade",
+        "rrcp",
     }
 )
 
