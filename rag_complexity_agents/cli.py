@@ -565,5 +565,282 @@ def eval_list(data: DataOption = None, config: ConfigOption = None) -> None:
         typer.echo(f"  {name}: {filename}{mark}")
 
 
+# --------------------------------------------------------------------------------------------
+# rca rc: retrieval complexity (RRCP)
+# --------------------------------------------------------------------------------------------
+
+rc_app = typer.Typer(
+    help="Retrieval complexity (RRCP): score a question, calibrate T_ans / T_com.",
+    no_args_is_help=True,
+)
+app.add_typer(rc_app, name="rc")
+
+
+@rc_app.command("score")
+@_fail_cleanly
+def rc_score(
+    question: Annotated[str, typer.Argument(help="The question.")],
+    reference: Annotated[
+        list[str] | None,
+        typer.Option("--reference", "-r", help="A reference answer (repeatable; optional)."),
+    ] = None,
+    collection: Annotated[str | None, typer.Option("--collection", "-c")] = None,
+    evaluator: Annotated[
+        str | None, typer.Option(help="llm | lexical | cross-encoder:<dir> (rrcp.evaluator).")
+    ] = None,
+    k: Annotated[int | None, typer.Option("--k", help="Documents retrieved (rrcp.k).")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Chat model spec.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print every score as JSON.")] = False,
+    config: ConfigOption = None,
+    set_: SetOption = None,
+) -> None:
+    """Retrieve, evaluate and classify one question (complex iff Ans = 0 and Com = 1)."""
+    from .complexity.rrcp import retrieval_complexity
+
+    cfg = _config(
+        config,
+        set_,
+        collection=collection,
+        **{"rrcp.evaluator": evaluator, "rrcp.k": k, "models.chat": model},
+    )
+    result = retrieval_complexity(question, reference or [], config=cfg)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    verdict = "complex" if result.complex else "not complex"
+    typer.secho(f"{verdict}: Ans={result.Ans} Com={result.Com}", bold=True)
+    typer.echo(
+        f"  max s_i = {result.max_s:.3f} (T_ans {result.T_ans}), S_D = {result.S_D:.3f} "
+        f"(T_com {result.T_com}), evaluator {result.evaluator}"
+        + (", reference-free" if result.reference_free else "")
+    )
+    for doc_id, s, h in zip(result.doc_ids, result.answer_scores, result.entropies, strict=True):
+        typer.echo(f"  {doc_id}: s={s:.3f} H/log|Q|={h:.3f}")
+
+
+@rc_app.command("calibrate")
+@_fail_cleanly
+def rc_calibrate(
+    labelled: Annotated[
+        Path, typer.Argument(help="JSONL: question, references, complex (and optional scores).")
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="TOML file to write [rrcp] T_ans / T_com into.")
+    ] = Path("rca.toml"),
+    method: Annotated[str, typer.Option(help="rrcp | ans_only | com_only.")] = "rrcp",
+    collection: Annotated[str | None, typer.Option("--collection", "-c")] = None,
+    evaluator: Annotated[
+        str | None, typer.Option(help="rrcp.evaluator for unscored lines.")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print, do not write.")] = False,
+    config: ConfigOption = None,
+    set_: SetOption = None,
+) -> None:
+    """Grid-search T_ans / T_com for F1 on labelled questions and save them (config rrcp)."""
+    from .complexity.rrcp import METHODS, RetrievalComplexity
+    from .complexity.rrcp_calibrate import calibrate_labelled, load_labelled, write_thresholds
+
+    if method not in METHODS:
+        raise ConfigError(f"--method must be one of {', '.join(METHODS)}")
+    cfg = _config(config, set_, collection=collection, **{"rrcp.evaluator": evaluator})
+    items = load_labelled(labelled)
+    result = calibrate_labelled(
+        items,
+        lambda: RetrievalComplexity.from_config(cfg),
+        method,  # type: ignore[arg-type]
+        defaults=(cfg.rrcp.T_ans, cfg.rrcp.T_com),
+    )
+    typer.echo(
+        f"{result.n} questions, method {result.method}: T_ans = {result.T_ans:.4g}, "
+        f"T_com = {result.T_com:.4g} (F1 {result.f1:.3f}, accuracy {result.accuracy:.3f})"
+    )
+    if not dry_run:
+        written = write_thresholds(out, result.T_ans, result.T_com)
+        typer.echo(f"wrote [rrcp] to {written} (used via --config {written} or ./rca.toml)")
+
+
+grade_app = typer.Typer(
+    help="GRADE: hops × retrieval-difficulty matrix of a run, and multi-hop QA generation.",
+    no_args_is_help=True,
+)
+app.add_typer(grade_app, name="grade")
+
+
+@grade_app.command("matrix")
+@_fail_cleanly
+def grade_matrix(
+    run: Annotated[Path, typer.Argument(help="A run file of `rca eval run` (JSONL).")],
+    dataset: Annotated[
+        str | None,
+        typer.Option("--dataset", help="Dataset name or file (default: the run's dataset)."),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Directory for <run>.json/.md/.png.")
+    ] = None,
+    data: DataOption = None,
+    config: ConfigOption = None,
+    set_: SetOption = None,
+) -> None:
+    """Error rate per (hops, D_r quartile) cell, Pearson r of D_r with correctness, heatmap."""
+    from .complexity.grade.matrix import matrix_for_run, matrix_markdown, write_report
+
+    cfg = _config(config, set_)
+    matrix, _ = matrix_for_run(run, dataset=dataset, config=cfg, data_dir=data)
+    title = f"GRADE matrix: {run.name.removesuffix('.jsonl')}"
+    if out is not None:
+        paths = write_report(matrix, out, name=run.name.removesuffix(".jsonl"), title=title)
+        typer.echo("wrote " + ", ".join(str(p) for p in paths.values()))
+    typer.echo(matrix_markdown(matrix, title=title))
+
+
+@grade_app.command("generate")
+@_fail_cleanly
+def grade_generate(
+    docs: Annotated[Path, typer.Argument(help="Directory of .txt/.md/.jsonl files, or a file.")],
+    out: Annotated[Path, typer.Option("--out", help="Where to write the QA JSONL.")],
+    limit_docs: Annotated[
+        int | None, typer.Option("--limit-docs", help="Use only the first N documents.")
+    ] = None,
+    no_llm_cache: Annotated[
+        bool, typer.Option("--no-llm-cache", help="Do not cache LLM steps on disk.")
+    ] = False,
+    config: ConfigOption = None,
+    set_: SetOption = None,
+) -> None:
+    """Generate validated multi-hop questions (2-5 hops) with D_r from your documents."""
+    from .complexity.grade.generate import generate_file
+
+    cfg = _config(config, set_)
+    result = generate_file(
+        docs, out, cfg, limit_docs=limit_docs, cache=not no_llm_cache, progress=typer.echo
+    )
+    typer.echo(json.dumps(result.to_dict(), indent=2, default=str))
+    typer.echo(f"wrote {len(result.questions)} questions to {out}")
+
+
+# --------------------------------------------------------------------------------------------
+# rca adaptive: Adaptive-RAG labels, classifier, routes
+# --------------------------------------------------------------------------------------------
+
+adaptive_app = typer.Typer(
+    help="Adaptive-RAG: auto-label questions (A/B/C), train the complexity classifier, predict.",
+    no_args_is_help=True,
+)
+app.add_typer(adaptive_app, name="adaptive")
+
+
+@adaptive_app.command("label")
+@_fail_cleanly
+def adaptive_label(
+    datasets: Annotated[list[str], typer.Argument(help="Dataset short names or JSONL files.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Labelled JSONL to write.")],
+    limit: Annotated[int | None, typer.Option(help="Questions per dataset.")] = None,
+    offset: Annotated[int, typer.Option(help="Skip this many questions per dataset.")] = 0,
+    c_strategy: Annotated[
+        str | None, typer.Option("--c-strategy", help="Harness strategy of C (default: config).")
+    ] = None,
+    runs_dir: Annotated[
+        Path | None, typer.Option("--runs-dir", help="Run files (default: the harness's).")
+    ] = None,
+    collection: Annotated[str | None, typer.Option("--collection", "-c")] = None,
+    data: DataOption = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    config: ConfigOption = None,
+    set_: SetOption = None,
+) -> None:
+    """Run A, B, C through the harness (resumable) and label each question."""
+    from .complexity.adaptive.labels import collect_labels
+
+    cfg = _config(
+        config,
+        set_,
+        collection=collection,
+        **{"adaptive.c_strategy": c_strategy, "eval.data_dir": str(data) if data else None},
+    )
+    path, counts = collect_labels(
+        cfg, datasets, out, limit=limit, offset=offset, runs_dir=runs_dir, progress=not quiet
+    )
+    typer.echo(f"wrote {path}: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
+
+
+@adaptive_app.command("train")
+@_fail_cleanly
+def adaptive_train(
+    labels: Annotated[Path, typer.Argument(help="Labelled JSONL (question + label A/B/C).")],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Model directory (default: adaptive.model_dir)."),
+    ] = None,
+    kind: Annotated[str, typer.Option(help="finetuned (encoder) | tfidf (baseline).")] = (
+        "finetuned"
+    ),
+    epochs: Annotated[int | None, typer.Option(help="adaptive.epochs")] = None,
+    lr: Annotated[float | None, typer.Option("--lr", help="adaptive.learning_rate")] = None,
+    backbone: Annotated[str | None, typer.Option(help="adaptive.backbone")] = None,
+    config: ConfigOption = None,
+    set_: SetOption = None,
+) -> None:
+    """Train the complexity classifier on CPU and save it to a directory."""
+    from .complexity.adaptive.classifier import (
+        TfidfClassifier,
+        default_model_dir,
+        train_classifier,
+    )
+    from .complexity.adaptive.labels import read_labelled
+
+    cfg = _config(
+        config,
+        set_,
+        **{"adaptive.epochs": epochs, "adaptive.learning_rate": lr, "adaptive.backbone": backbone},
+    )
+    pairs = read_labelled(labels)
+    target = out or default_model_dir(cfg)
+    if kind == "tfidf":
+        TfidfClassifier.train(pairs, seed=cfg.adaptive.seed).save(target, n=len(pairs))
+        typer.echo(f"saved the TF-IDF classifier ({len(pairs)} questions) to {target}")
+        return
+    if kind != "finetuned":
+        raise ConfigError(f"unknown --kind {kind!r}; use finetuned or tfidf")
+    a = cfg.adaptive
+    report = train_classifier(
+        pairs,
+        target,
+        backbone=a.backbone,
+        epochs=a.epochs,
+        learning_rate=a.learning_rate,
+        batch_size=a.batch_size,
+        max_length=a.max_length,
+        seed=a.seed,
+        threads=a.torch_threads,
+        progress=True,
+    )
+    typer.echo(json.dumps(report.to_json(), indent=2))
+
+
+@adaptive_app.command("predict")
+@_fail_cleanly
+def adaptive_predict(
+    questions: Annotated[list[str], typer.Argument(help="Questions to classify.")],
+    model_dir: Annotated[
+        str | None,
+        typer.Option("--classifier", help="auto | llm | heuristic | a model directory."),
+    ] = None,
+    threshold: Annotated[float | None, typer.Option(help="adaptive.threshold")] = None,
+    config: ConfigOption = None,
+    set_: SetOption = None,
+) -> None:
+    """Complexity label, probabilities and route for each question (JSON lines)."""
+    from .complexity.adaptive.classifier import classifier_from_config
+    from .complexity.adaptive.router import route_report
+    from .components import Components
+
+    cfg = _config(
+        config, set_, **{"adaptive.classifier": model_dir, "adaptive.threshold": threshold}
+    )
+    clf = classifier_from_config(cfg, chat_factory=lambda: Components(cfg).chat)
+    for row in route_report(clf, list(questions), cfg.adaptive.threshold):
+        typer.echo(json.dumps(row, ensure_ascii=False))
+
+
 if __name__ == "__main__":
     app()

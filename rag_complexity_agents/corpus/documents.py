@@ -140,3 +140,31 @@ def chunk_document(
             Chunk(id=chunk_id(doc.id, piece), text=piece, title=doc.title, metadata=metadata)
         )
     return chunks
+
+
+#: GRADE's RAG evaluation setting (Lee et al., §4.1): chunks of 128–256 tokens, 50 overlapping.
+GRADE_CHUNK_SIZE = 256
+GRADE_CHUNK_OVERLAP = 50
+GRADE_CHUNK_RANGE = (128, 256)
+
+
+def chunk_grade_setting(
+    doc: SourceDocument,
+    token_offsets: OffsetsFn,
+    *,
+    chunk_size: int = GRADE_CHUNK_SIZE,
+    chunk_overlap: int = GRADE_CHUNK_OVERLAP,
+) -> list[Chunk]:
+    """:func:`chunk_document` with GRADE's evaluation preset (256 tokens, 50 overlapping).
+
+    ``chunk_size`` must lie in the paper's 128–256 token range; the collection defaults
+    (``corpus.chunk_size``) are not affected. Use it with the embedder's tokenizer, e.g.
+    ``chunk_grade_setting(doc, embedder.token_offsets)``, or set
+    ``corpus.chunk_size=256, corpus.chunk_overlap=50`` to index a whole collection this way.
+    """
+    low, high = GRADE_CHUNK_RANGE
+    if not low <= chunk_size <= high:
+        raise CorpusError(
+            f"GRADE's evaluation chunks are {low}-{high} tokens long; got chunk_size={chunk_size}"
+        )
+    return chunk_document(doc, token_offsets, chunk_size=chunk_size, chunk_overlap=chunk_overlap)

@@ -235,6 +235,52 @@ def sample_answers(
     return answers
 
 
+_LENGTH_FIELDS = ("num_predict", "max_tokens", "max_new_tokens")
+
+
+def invoke_chat(
+    chat: BaseChatModel,
+    messages: MessagesInput,
+    *,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    stop: Sequence[str] | None = None,
+) -> BaseMessage:
+    """One chat call with per-call generation knobs, passed the way the backend takes them.
+
+    The llama.cpp model (and any model that lacks the matching fields) gets them as call
+    arguments, exactly like ``chat.invoke(messages, max_tokens=..., temperature=...)``. Models
+    that only accept them as fields (ChatOllama rejects unknown call arguments such as
+    ``max_tokens``) are called on a copy with ``num_predict`` / ``max_tokens`` /
+    ``temperature`` set.
+    """
+    kwargs: dict[str, Any] = {}
+    if stop is not None:
+        kwargs["stop"] = list(stop)
+    knobs: dict[str, Any] = {}
+    if max_tokens is not None:
+        knobs["max_tokens"] = max_tokens
+    if temperature is not None:
+        knobs["temperature"] = temperature
+    if isinstance(chat, LlamaCppChatModel) or not knobs:
+        return chat.invoke(messages, **kwargs, **knobs)
+    fields = getattr(type(chat), "model_fields", {})
+    update: dict[str, Any] = {}
+    if max_tokens is not None:
+        name = next((n for n in _LENGTH_FIELDS if n in fields), None)
+        if name is None:
+            kwargs["max_tokens"] = max_tokens
+        else:
+            update[name] = max_tokens
+    if temperature is not None:
+        if "temperature" in fields:
+            update["temperature"] = temperature
+        else:
+            kwargs["temperature"] = temperature
+    model = chat.model_copy(update=update) if update else chat
+    return model.invoke(messages, **kwargs)
+
+
 def clear_chat_model_cache() -> None:
     """Forget cached chat-model objects (loaded llama.cpp weights stay shared)."""
     with _CACHE_LOCK:
@@ -244,6 +290,7 @@ def clear_chat_model_cache() -> None:
 __all__ = [
     "ACCEPTED_SPECS",
     "clear_chat_model_cache",
+    "invoke_chat",
     "load_chat_model",
     "make_ollama_chat",
     "sample_answers",

@@ -142,7 +142,9 @@ class LLMJudgeEquivalence:
             "question? Reply with one word: Yes, No, or Contradiction (if they cannot both "
             "be true)."
         )
-        reply = self.chat.invoke(prompt, temperature=0.0, max_tokens=4)
+        from .chat import invoke_chat  # ChatOllama takes these as fields, not call arguments
+
+        reply = invoke_chat(self.chat, prompt, temperature=0.0, max_tokens=4)
         text = str(reply.content)
         match = _YES_NO.search(text)
         if not match:

@@ -388,7 +388,10 @@ class MetaEvidenceReasoner:
         reasoning_path: Sequence[tuple[str, str]],
         evidence: Sequence[Evidence],
     ) -> MERResult:
-        reply = self.chat.invoke(
+        from ..models.chat import invoke_chat  # max_tokens the way the backend takes it
+
+        reply = invoke_chat(
+            self.chat,
             self.messages(question, reasoning_path, evidence),
             max_tokens=self.max_tokens,
             stop=["\nQuestion:", "\nReasoning path so far:"],

@@ -1,0 +1,704 @@
+"""RRCP benchmark: retrieval-complexity classification (paper Table 3) and the correlation of
+RC with answer correctness of the end-to-end runs (paper Table 4).
+
+Labels come from dataset structure: questions of the multi-hop datasets MuSiQue,
+2WikiMultiHopQA and HotpotQA (distractor) are *complex*; SQuAD v1.1 questions, whose gold
+paragraph is in the corpus, are *not complex*. Each multi-hop dataset is paired with the same
+SQuAD questions (one row per dataset, as the paper's per-dataset columns). A paper-like
+within-dataset row ``musique_subq`` pairs MuSiQue questions with MuSiQue's own first gold
+sub-questions (natural-language ones only), answered by a paragraph in the corpus.
+
+Corpus: the pooled, deduplicated paragraphs of every question used (one chunk per
+paragraph), indexed once under ``<cache>/collections``. Retrieval: hybrid BM25 + MiniLM (RRF),
+top k. Token relevance: MaxSim over MiniLM token embeddings (``MaxSimTokenRelevance``).
+
+Methods per dataset: ``ans_only`` (complex iff Ans = 0), ``com_only`` (Com = 1), ``rrcp``
+(both), each with thresholds grid-searched for F1 on one half of the questions (even
+positions) and reported on the other half (odd positions); ``llm_baseline``: the prompted
+classifier, P(yes) >= 0.5, on the same reported half. Evaluators: ``lexical`` (reference
+containment; all questions) and ``llm`` (P(yes) of the packaged chat model; a subset of
+``--n-llm`` questions per class because every (question, document) costs one forward pass).
+
+Table-4 style: for every harness run file found under ``--runs`` (default: the end-to-end
+benchmark's), correctness (cover-EM) of the questions RRCP (lexical, thresholds calibrated on
+that dataset's row) calls complex vs not complex, and Pearson correlations.
+
+All scores are cached in ``<cache>/rrcp/<corpus fingerprint>/scores.jsonl``: rerunning
+resumes, and a rerun after the end-to-end runs grew only scores the new questions. Run from
+the repository root::
+
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RCA_MODELS__N_THREADS=1 OMP_NUM_THREADS=1 \\
+        .venv/bin/python benchmarks/rrcp.py --data ../shared/data
+
+Writes ``benchmarks/results/rrcp.json`` and ``rrcp.md`` (text between the analysis markers
+of an existing ``rrcp.md`` is kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import re
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from rag_complexity_agents.complexity.rrcp import (  # noqa: E402
+    METHODS,
+    Scored,
+    calibrate,
+    classification_metrics,
+    completeness_score,
+    predict,
+)
+from rag_complexity_agents.complexity.rrcp_evaluators import (  # noqa: E402
+    LexicalAnswerEvaluator,
+    LLMAnswerEvaluator,
+    LLMComplexityClassifier,
+    MaxSimTokenRelevance,
+)
+from rag_complexity_agents.config import Config, default_home  # noqa: E402
+from rag_complexity_agents.corpus.store import CorpusStore  # noqa: E402
+from rag_complexity_agents.errors import RCAError  # noqa: E402
+from rag_complexity_agents.eval.datasets import (  # noqa: E402
+    QARecord,
+    build_pooled_corpus,
+    load_records,
+    resolve_dataset,
+)
+from rag_complexity_agents.retrieval.first_stage import HybridFirstStage  # noqa: E402
+
+COMPLEX = ("musique", "2wikimultihopqa", "hotpotqa")
+FILES = {
+    "musique": "musique",
+    "2wikimultihopqa": "2wikimultihopqa",
+    "hotpotqa": "hotpotqa",
+    "squad": "squad",
+}
+ANALYSIS_START, ANALYSIS_END = "<!-- analysis:start -->", "<!-- analysis:end -->"
+PAPER = {  # Table 3 of the paper (accuracy, F1); its datasets differ except HotpotQA/MuSiQue
+    ("hotpotqa", "llm_baseline"): (0.699, 0.815),
+    ("hotpotqa", "ans_only"): (0.611, 0.731),
+    ("hotpotqa", "com_only"): (0.560, 0.674),
+    ("hotpotqa", "rrcp"): (0.718, 0.829),
+    ("musique", "llm_baseline"): (0.582, 0.709),
+    ("musique", "ans_only"): (0.799, 0.834),
+    ("musique", "com_only"): (0.679, 0.651),
+    ("musique", "rrcp"): (0.780, 0.838),
+}
+
+
+@dataclass(frozen=True)
+class Item:
+    """One labelled question."""
+
+    key: str  # unique cache key
+    dataset: str  # the record's dataset (squad, musique, musique_subq, ...)
+    question: str
+    references: tuple[str, ...]
+    label: bool
+
+
+# --------------------------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------------------------
+
+
+def _natural_first_step(record: QARecord) -> Item | None:
+    if not record.decomposition:
+        return None
+    step = record.decomposition[0]
+    text = step.question.strip()
+    if ">>" in text or "#" in text or len(text.split()) < 4 or not step.answers:
+        return None
+    if not text.endswith("?"):
+        text += "?"
+    return Item(f"musique_subq:{record.id}", "musique_subq", text, tuple(step.answers), False)
+
+
+def select(args: argparse.Namespace) -> tuple[dict[str, list[Item]], list[QARecord]]:
+    """Items per benchmark row and every record whose paragraphs form the corpus."""
+    records = {name: load_records(resolve_dataset(f, args.data)) for name, f in FILES.items()}
+    run_ids = {line["id"] for line in iter_run_lines(args.runs)}
+    n = args.n
+    chosen: dict[str, list[QARecord]] = {}
+    for name in COMPLEX:
+        chosen[name] = records[name][:n]
+    squad = records["squad"]
+    stride = max(1, len(squad) // n)  # spread over articles
+    chosen["squad"] = squad[::stride][:n]
+    corpus_records = [r for rs in chosen.values() for r in rs]
+    known = {r.id for r in corpus_records}
+    for name in COMPLEX:  # questions of the end-to-end runs, for the correlation table
+        corpus_records += [r for r in records[name] if r.id in run_ids and r.id not in known]
+    negatives = [
+        Item(f"squad:{r.id}", "squad", r.question, r.answers, False) for r in chosen["squad"]
+    ]
+    rows: dict[str, list[Item]] = {}
+    for name in COMPLEX:
+        positives = [
+            Item(f"{name}:{r.id}", name, r.question, r.answers, True) for r in chosen[name]
+        ]
+        rows[name] = interleave(positives, negatives)
+    subq_pairs = [(r, i) for r in records["musique"] if (i := _natural_first_step(r))][:n]
+    subq = [i for _, i in subq_pairs]
+    corpus_records += [r for r, _ in subq_pairs if r.id not in known]
+    musique_pos = [
+        Item(f"musique:{r.id}", "musique", r.question, r.answers, True) for r in chosen["musique"]
+    ]
+    rows["musique_subq"] = interleave(musique_pos[: len(subq)], subq)
+    return rows, corpus_records
+
+
+def interleave(positives: Sequence[Item], negatives: Sequence[Item]) -> list[Item]:
+    """p0, n0, p1, n1, …: position parity then splits each class in half."""
+    out: list[Item] = []
+    for i in range(max(len(positives), len(negatives))):
+        if i < len(positives):
+            out.append(positives[i])
+        if i < len(negatives):
+            out.append(negatives[i])
+    return out
+
+
+def split(items: Sequence[Item]) -> tuple[list[Item], list[Item]]:
+    """Calibration half / report half, per class by alternating position."""
+    halves: tuple[list[Item], list[Item]] = ([], [])
+    seen = {True: 0, False: 0}
+    for item in items:
+        halves[seen[item.label] % 2].append(item)
+        seen[item.label] += 1
+    return halves
+
+
+def iter_run_lines(runs: str | None) -> list[dict[str, Any]]:
+    if not runs:
+        return []
+    lines = []
+    for path in sorted(Path(runs).expanduser().glob("*/*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a torn last line of a run that is being written
+            if isinstance(record, dict) and "id" in record:
+                record["_run"] = f"{path.parent.name}/{path.stem}"
+                lines.append(record)
+    return lines
+
+
+# --------------------------------------------------------------------------------------------
+# Scoring (cached)
+# --------------------------------------------------------------------------------------------
+
+
+class ScoreCache:
+    """Append-only JSONL of {key, kind, value}; the last value per (key, kind) wins."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.values: dict[tuple[str, str], Any] = {}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                    self.values[(row["key"], row["kind"])] = row["value"]
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    continue
+
+    def get(self, key: str, kind: str) -> Any:
+        return self.values.get((key, kind))
+
+    def put(self, key: str, kind: str, value: Any) -> None:
+        self.values[(key, kind)] = value
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"key": key, "kind": kind, "value": value}) + "\n")
+            handle.flush()
+
+
+class Scorer:
+    def __init__(self, args: argparse.Namespace, config: Config, store: CorpusStore) -> None:
+        self.args = args
+        self.config = config
+        self.store = store
+        self.first_stage = HybridFirstStage(store, rrf_k=config.retrieval.rrf_k)
+        self.relevance = MaxSimTokenRelevance(store.embedder, temperature=args.tau)
+        self.lexical = LexicalAnswerEvaluator()
+        self._chat: Any = None
+
+    @property
+    def chat(self) -> Any:
+        if self._chat is None:
+            from rag_complexity_agents.models.chat import load_chat_model
+
+            models = self.config.models
+            self._chat = load_chat_model(self.args.model, models, models.home)
+        return self._chat
+
+    def base(self, item: Item, cache: ScoreCache) -> dict[str, Any]:
+        """Retrieval + token similarities + lexical s_i (cheap)."""
+        value = cache.get(item.key, "base")
+        if value is None:
+            docs = self.first_stage.search(item.question, self.args.k)[: self.args.k]
+            passages = [d.text[: self.args.passage_chars] for d in docs]
+            words, sims = self.relevance.raw_similarities(item.question, passages)
+            lexical = self.lexical.answer_scores(item.question, item.references, passages)
+            value = {
+                "doc_ids": [d.id for d in docs],
+                "words": words,
+                "sims": sims.round(5).tolist(),
+                "lexical": lexical.round(5).tolist(),
+            }
+            cache.put(item.key, "base", value)
+        return value
+
+    def lexical_full(self, item: Item, cache: ScoreCache) -> list[float]:
+        """Lexical s_i on the whole passages (containment is free; the cut to
+        ``--passage-chars`` only exists to bound LLM prompts)."""
+        value = cache.get(item.key, "lexical_full")
+        if value is None:
+            base = self.base(item, cache)
+            passages = [self.store.chunk(i).text for i in base["doc_ids"]]
+            value = self.lexical.answer_scores(item.question, item.references, passages).tolist()
+            cache.put(item.key, "lexical_full", value)
+        return value
+
+    def llm_scores(self, item: Item, cache: ScoreCache) -> list[float]:
+        value = cache.get(item.key, f"llm_k{self.args.llm_k}")
+        if value is None:
+            base = self.base(item, cache)
+            passages = [
+                self.store.chunk(i).text[: self.args.passage_chars]
+                for i in base["doc_ids"][: self.args.llm_k]
+            ]
+            evaluator = LLMAnswerEvaluator(self.chat, passage_chars=self.args.passage_chars)
+            value = evaluator.answer_scores(item.question, item.references, passages).tolist()
+            cache.put(item.key, f"llm_k{self.args.llm_k}", value)
+        return value
+
+    def baseline(self, item: Item, cache: ScoreCache) -> float:
+        value = cache.get(item.key, "llm_baseline")
+        if value is None:
+            value = LLMComplexityClassifier(self.chat).probability(item.question)
+            cache.put(item.key, "llm_baseline", value)
+        return float(value)
+
+
+def s_d(sims: Sequence[Sequence[float]], tau: float, k: int) -> float:
+    """S_D from raw MaxSim cosines (softmax with temperature tau), first k documents."""
+    m = np.asarray(sims, dtype=np.float64)[:k]
+    if m.size == 0:
+        return completeness_score(m)[0]
+    logits = m / tau
+    logits -= logits.max(axis=1, keepdims=True)
+    weights = np.exp(logits)
+    return completeness_score(weights / weights.sum(axis=1, keepdims=True))[0]
+
+
+def scored(base: dict[str, Any], s: Sequence[float], label: bool, tau: float, k: int) -> Scored:
+    return Scored(max(s[:k], default=0.0), s_d(base["sims"], tau, k), label)
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluation
+# --------------------------------------------------------------------------------------------
+
+
+def evaluate_rows(
+    dataset: str, evaluator: str, cal: list[Scored], test: list[Scored]
+) -> list[dict[str, Any]]:
+    rows = []
+    gold = [x.label for x in test]
+    for method in METHODS:
+        c = calibrate(cal, method)
+        m = classification_metrics(predict(test, c.T_ans, c.T_com, method), gold)
+        paper_m = classification_metrics(predict(test, 0.15, 0.80, method), gold)
+        rows.append(
+            {
+                "dataset": dataset,
+                "method": method,
+                "evaluator": evaluator,
+                "accuracy": round(m["accuracy"], 4),
+                "f1": round(m["f1"], 4),
+                "precision": round(m["precision"], 4),
+                "recall": round(m["recall"], 4),
+                "n_test": len(test),
+                "n_calibration": len(cal),
+                "T_ans": round(c.T_ans, 4),
+                "T_com": round(c.T_com, 4),
+                "calibration_f1": round(c.f1, 4),
+                "paper_thresholds": {
+                    "accuracy": round(paper_m["accuracy"], 4),
+                    "f1": round(paper_m["f1"], 4),
+                },
+            }
+        )
+    return rows
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
+    a, b = np.asarray(x, float), np.asarray(y, float)
+    if len(a) < 3 or a.std() == 0 or b.std() == 0:
+        return None
+    return round(float(np.corrcoef(a, b)[0, 1]), 4)
+
+
+def correlation_rows(
+    run_lines: list[dict[str, Any]],
+    items_by_id: dict[str, tuple[Item, dict[str, Any]]],
+    thresholds: dict[str, tuple[float, float]],
+    args: argparse.Namespace,
+) -> list[dict[str, Any]]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for line in run_lines:
+        groups.setdefault(line["_run"], []).append(line)
+    rows = []
+    for run, lines in sorted(groups.items()):
+        complex_flags, correct, scores = [], [], []
+        dataset = lines[0].get("dataset", "")
+        t_ans, t_com = thresholds.get(dataset, (0.15, 0.80))
+        for line in lines:
+            found = items_by_id.get(f"{line.get('dataset')}:{line['id']}")
+            if found is None or line.get("error"):
+                continue
+            item, base = found
+            x = scored(base, base["lexical"], item.label, args.tau, args.k)
+            flag = predict([x], t_ans, t_com, "rrcp")[0]
+            complex_flags.append(float(flag))
+            correct.append(float((line.get("metrics") or {}).get("cover_em", 0.0)))
+            scores.append(0.5 * ((1 - x.max_s) + x.S_D))
+        if not correct:
+            continue
+        c = [ok for ok, f in zip(correct, complex_flags, strict=True) if f]
+        nc = [ok for ok, f in zip(correct, complex_flags, strict=True) if not f]
+        rows.append(
+            {
+                "run": run,
+                "dataset": dataset,
+                "strategy": lines[0].get("strategy"),
+                "n": len(correct),
+                "n_complex": len(c),
+                "acc_complex": round(sum(c) / len(c), 4) if c else None,
+                "acc_not_complex": round(sum(nc) / len(nc), 4) if nc else None,
+                "pcc_complex_vs_correct": pearson(complex_flags, correct),
+                "pcc_rc_score_vs_correct": pearson(scores, correct),
+                "T_ans": t_ans,
+                "T_com": t_com,
+            }
+        )
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# Output
+# --------------------------------------------------------------------------------------------
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def render_markdown(result: dict[str, Any], analysis: str) -> str:
+    lines = [
+        "# RRCP benchmark: retrieval-complexity classification and RC vs answer correctness",
+        "",
+        f"Corpus `{result['corpus']['collection']}` ({result['corpus']['distinct_paragraphs']} "
+        f"distinct paragraphs); hybrid BM25 + MiniLM first stage, k = {result['settings']['k']} "
+        f"(LLM evaluator: first {result['settings']['llm_k']}); passages cut to "
+        f"{result['settings']['passage_chars']} characters; MaxSim token relevance, "
+        f"τ = {result['settings']['tau']}; chat model `{result['settings']['model']}`; "
+        f"{result['machine']}; {result['date']}.",
+        "",
+        "Reproduce (resumable; scores are cached):",
+        "",
+        "```bash",
+        result["command"],
+        "```",
+        "",
+        "## Complex-question identification (paper Table 3)",
+        "",
+        "Positives: the multi-hop dataset's questions; negatives: SQuAD questions (gold "
+        "paragraph in the corpus), or for `musique_subq` MuSiQue's first gold sub-questions. "
+        "Thresholds grid-searched for F1 on the calibration half, metrics on the other half "
+        "(`n` = reported questions, half of each class). `paper T` = the paper's thresholds "
+        "(0.15, 0.80) without calibration. The LLM baseline uses P(yes) >= 0.5.",
+        "",
+        "| dataset | evaluator | method | n | accuracy | F1 | T_ans | T_com | paper T: acc / F1 "
+        "| paper acc / F1 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        paper = PAPER.get((row["dataset"], row["method"]))
+        pt = row.get("paper_thresholds") or {}
+        lines.append(
+            f"| {row['dataset']} | {row.get('evaluator', '–')} | {row['method']} | "
+            f"{row['n_test']} | {fmt(row['accuracy'])} | {fmt(row['f1'])} | "
+            f"{fmt(row.get('T_ans'))} | {fmt(row.get('T_com'))} | "
+            f"{fmt(pt.get('accuracy'))} / {fmt(pt.get('f1'))} | "
+            f"{f'{paper[0]:.3f} / {paper[1]:.3f}' if paper else '–'} |"
+        )
+    lines += [
+        "",
+        "## RC vs answer correctness of the end-to-end runs (paper Table 4 style)",
+        "",
+        "RRCP with the lexical evaluator and the thresholds calibrated on the dataset's row; "
+        "correctness = cover-EM of the run's prediction. PCC: Pearson correlation of "
+        "correctness with the complex flag and with the continuous RC score "
+        "(1 - max s_i + S_D) / 2 (negative = more complex, less often correct).",
+        "",
+        "| run | n | complex | acc complex | acc not complex | PCC flag | PCC score |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in result["correlation"]:
+        lines.append(
+            f"| {row['run']} | {row['n']} | {row['n_complex']} | {fmt(row['acc_complex'])} | "
+            f"{fmt(row['acc_not_complex'])} | {fmt(row['pcc_complex_vs_correct'])} | "
+            f"{fmt(row['pcc_rc_score_vs_correct'])} |"
+        )
+    if not result["correlation"]:
+        lines.append("| (no run files found) | | | | | | |")
+    lines += [
+        "",
+        ANALYSIS_START,
+        analysis.strip() or "_Analysis pending._",
+        ANALYSIS_END,
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def read_analysis(path: Path) -> str:
+    if not path.is_file():
+        return ""
+    text = path.read_text(encoding="utf-8")
+    match = re.search(re.escape(ANALYSIS_START) + r"(.*?)" + re.escape(ANALYSIS_END), text, re.S)
+    return match.group(1) if match else ""
+
+
+# --------------------------------------------------------------------------------------------
+# The run
+# --------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    cache = default_home() / "benchmarks"
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=str(REPO / ".." / "shared" / "data"))
+    parser.add_argument("--n", type=int, default=80, help="questions per class per dataset")
+    parser.add_argument("--n-llm", type=int, default=12, help="per class, LLM evaluator")
+    parser.add_argument("--n-baseline", type=int, default=40, help="per class, LLM baseline")
+    parser.add_argument("--k", type=int, default=5, help="documents retrieved (|D|)")
+    parser.add_argument("--llm-k", type=int, default=5, help="documents the LLM judges")
+    parser.add_argument("--passage-chars", type=int, default=400)
+    parser.add_argument("--tau", type=float, default=0.05, help="MaxSim softmax temperature")
+    parser.add_argument("--model", default="llamacpp:qwen2.5-0.5b")
+    parser.add_argument("--no-llm", action="store_true", help="lexical evaluator only")
+    parser.add_argument("--cache", default=str(cache))
+    parser.add_argument("--runs", default=str(cache / "end_to_end_runs"))
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "rrcp.json"))
+    return parser.parse_args(list(argv))
+
+
+def progress(label: str, done: int, total: int, started: float) -> None:
+    if done == total or done % 10 == 0:
+        rate = (time.time() - started) / max(done, 1)
+        print(f"  {label}: {done}/{total} ({rate:.1f} s each)", flush=True)
+
+
+def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
+    config = Config().with_overrides(
+        {
+            "corpus.home": args.cache,
+            "corpus.chunk_size": 4096,  # one chunk per paragraph
+            "corpus.chunk_overlap": 0,
+            "graph.k": 8,
+            "models.chat": args.model,
+        }
+    )
+    rows_items, corpus_records = select(args)
+    pooled = build_pooled_corpus(corpus_records)
+    name = f"rrcp-{pooled.fingerprint}"
+    store = CorpusStore.open_or_create(name, config)
+    if len(store) < len(pooled):
+        print(f"indexing {len(pooled)} paragraphs into {store.directory}", flush=True)
+        store.ingest(pooled.documents, progress=True)
+    cache = ScoreCache(Path(args.cache) / "rrcp" / pooled.fingerprint / "scores.jsonl")
+    scorer = Scorer(args, config, store)
+
+    unique = {i.key: i for items in rows_items.values() for i in items}
+    run_lines = iter_run_lines(args.runs)
+    records_by_key = {f"{r.dataset}:{r.id}": r for r in corpus_records}
+    for line in run_lines:  # questions of the end-to-end runs
+        key = f"{line.get('dataset')}:{line['id']}"
+        if key not in unique and key in records_by_key:
+            r = records_by_key[key]
+            unique[key] = Item(key, r.dataset, r.question, r.answers, True)
+    started = time.time()
+    bases = {}
+    for n, item in enumerate(unique.values(), start=1):
+        bases[item.key] = dict(scorer.base(item, cache))
+        bases[item.key]["lexical"] = scorer.lexical_full(item, cache)
+        progress("retrieval + relevance + lexical", n, len(unique), started)
+
+    result_rows: list[dict[str, Any]] = []
+    thresholds: dict[str, tuple[float, float]] = {}
+    for dataset, items in rows_items.items():
+        cal, test = split(items)
+        to_s = [
+            scored(bases[i.key], bases[i.key]["lexical"], i.label, args.tau, args.k) for i in cal
+        ]
+        te_s = [
+            scored(bases[i.key], bases[i.key]["lexical"], i.label, args.tau, args.k) for i in test
+        ]
+        rows = evaluate_rows(dataset, "lexical", to_s, te_s)
+        result_rows += rows
+        rrcp_row = next(r for r in rows if r["method"] == "rrcp")
+        thresholds[dataset] = (rrcp_row["T_ans"], rrcp_row["T_com"])
+
+    if not args.no_llm:
+        # LLM baseline on the first n_baseline per class (reported half only is needed, but
+        # scoring both halves keeps the set identical to the evaluator's split).
+        for dataset, items in rows_items.items():
+            if dataset == "musique_subq":
+                continue
+            subset = subset_per_class(items, args.n_baseline)
+            _, test = split(subset)
+            started = time.time()
+            probs = []
+            for n, item in enumerate(test, start=1):
+                probs.append(scorer.baseline(item, cache))
+                progress(f"{dataset} llm_baseline", n, len(test), started)
+            m = classification_metrics([p >= 0.5 for p in probs], [i.label for i in test])
+            result_rows.append(
+                {
+                    "dataset": dataset,
+                    "method": "llm_baseline",
+                    "evaluator": "llm",
+                    "accuracy": round(m["accuracy"], 4),
+                    "f1": round(m["f1"], 4),
+                    "precision": round(m["precision"], 4),
+                    "recall": round(m["recall"], 4),
+                    "n_test": len(test),
+                    "n_calibration": 0,
+                    "mean_p_yes": {
+                        "complex": mean([p for p, i in zip(probs, test, strict=True) if i.label]),
+                        "not_complex": mean(
+                            [p for p, i in zip(probs, test, strict=True) if not i.label]
+                        ),
+                    },
+                }
+            )
+        for dataset, items in rows_items.items():
+            if dataset == "musique_subq":
+                continue
+            subset = subset_per_class(items, args.n_llm)
+            started = time.time()
+            llm = {}
+            for n, item in enumerate(subset, start=1):
+                llm[item.key] = scorer.llm_scores(item, cache)
+                progress(f"{dataset} llm evaluator", n, len(subset), started)
+            cal, test = split(subset)
+            to_s = [scored(bases[i.key], llm[i.key], i.label, args.tau, args.llm_k) for i in cal]
+            te_s = [scored(bases[i.key], llm[i.key], i.label, args.tau, args.llm_k) for i in test]
+            result_rows += evaluate_rows(dataset, "llm", to_s, te_s)
+
+    items_by_id = {key: (item, bases[key]) for key, item in unique.items()}
+    correlation = correlation_rows(run_lines, items_by_id, thresholds, args)
+    command = " ".join(
+        [
+            "HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RCA_MODELS__N_THREADS=1 OMP_NUM_THREADS=1 "
+            ".venv/bin/python benchmarks/rrcp.py",
+            *argv,
+        ]
+    )
+    return {
+        "rows": result_rows,
+        "correlation": correlation,
+        "corpus": {
+            "collection": name,
+            "distinct_paragraphs": len(pooled),
+            "raw_paragraphs": pooled.raw_paragraphs,
+        },
+        "settings": {
+            "k": args.k,
+            "llm_k": args.llm_k,
+            "n_per_class": args.n,
+            "n_llm_per_class": args.n_llm,
+            "n_baseline_per_class": args.n_baseline,
+            "passage_chars": args.passage_chars,
+            "tau": args.tau,
+            "model": args.model,
+            "retrieval": "hybrid (BM25 + MiniLM, RRF)",
+            "relevance": scorer.relevance.name,
+        },
+        "command": command.strip(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}",
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+def mean(values: Sequence[float]) -> float | None:
+    return round(float(np.mean(values)), 4) if values else None
+
+
+def subset_per_class(items: Sequence[Item], n: int) -> list[Item]:
+    """The first n items of each class, in the original (interleaved) order."""
+    counts = {True: 0, False: 0}
+    out = []
+    for item in items:
+        if counts[item.label] < n:
+            out.append(item)
+            counts[item.label] += 1
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        result = run(args, argv)
+    except RCAError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; rerun the same command to continue", file=sys.stderr)
+        return 130
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    md = out.with_suffix(".md")
+    md.write_text(render_markdown(result, read_analysis(md)), encoding="utf-8")
+    print(f"wrote {out} and {md}")
+    if not all(math.isfinite(r["f1"]) for r in result["rows"]):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
