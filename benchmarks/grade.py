@@ -1,0 +1,269 @@
+"""GRADE benchmark: the hops × D_r difficulty matrix on real MuSiQue questions, and generation.
+
+Matrix: reads the evaluation-harness run files of the end-to-end benchmark
+(``<cache>/end_to_end_runs/<model>/musique__<strategy>__<hash>.jsonl``), computes D_r of every
+question of ``musique_dev_ctx.jsonl`` (1 − min cosine of the question with its supporting
+paragraphs, packaged MiniLM), cuts D_r into quartiles over all 134 questions (the same bins
+for every strategy), and reports per strategy the error rate (1 − ``acc``) per (hops, D_r bin)
+cell, the Pearson r of D_r with correctness per hop and along the diagonal. The primary
+strategy (``--primary``, default ``single_step``: it covers the most questions) gives the
+top-level ``cells`` and the heatmap ``grade.png``.
+
+Generation (``--generate-docs``): runs the generation pipeline on a subset of the bundled demo
+corpus with the packaged LLM (LLM steps cached, so reruns are instant) and records how many
+validated questions of each hop count it produced.
+
+Run from the repository root::
+
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RCA_MODELS__N_THREADS=1 .venv/bin/python \\
+        benchmarks/grade.py --data ../shared/data
+
+Writes ``benchmarks/results/grade.json`` (``{"cells": [{"hops", "dr_bin", "n",
+"error_rate"}], "pearson_dr_accuracy_by_hop": {hops: r}, "generation": {"questions",
+"by_hops"}, "strategies": {...}}``), ``grade.md`` and ``grade.png``; text between the
+``<!-- analysis:start -->`` / ``<!-- analysis:end -->`` markers of an existing ``grade.md`` is
+kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from rag_complexity_agents.complexity.grade.difficulty import (  # noqa: E402
+    cosine_similarities,
+    difficulty_matrix,
+    quantile_edges,
+    retrieval_difficulty,
+)
+from rag_complexity_agents.complexity.grade.matrix import (  # noqa: E402
+    difficulty_items,
+    matrix_markdown,
+    read_run_rows,
+    save_heatmap,
+    supports_from_dataset,
+)
+from rag_complexity_agents.config import Config, default_home  # noqa: E402
+from rag_complexity_agents.eval.datasets import resolve_dataset  # noqa: E402
+from rag_complexity_agents.models.embeddings import load_embedder  # noqa: E402
+
+ANALYSIS = re.compile(r"<!-- analysis:start -->.*?<!-- analysis:end -->", re.DOTALL)
+DEFAULT_DOCS = (
+    # chains of the demo questions q01 (Spirited Away → Japan), q05 (Amazon → Rio Grande)
+    "demo-134,demo-077,demo-074,demo-098,demo-064,demo-111,demo-020"
+)
+
+
+def _monotone(values: list[float]) -> str:
+    if len(values) < 2:
+        return "n/a (one level)"
+    return "yes" if all(b >= a for a, b in itertools.pairwise(values)) else "no"
+
+
+def matrices(args: argparse.Namespace, config: Config) -> dict[str, Any]:
+    dataset = resolve_dataset(args.dataset, args.data)
+    supports = supports_from_dataset(dataset)
+    embedder = load_embedder(config.models.embedding)
+    all_dr = []
+    for support in supports.values():
+        if support.texts:
+            vectors = embedder.encode([support.question, *support.texts])
+            sims = cosine_similarities(vectors[0], vectors[1:])
+            all_dr.append(retrieval_difficulty(sims, config.grade.aggregation, p=config.grade.p))
+    edges = quantile_edges(all_dr, config.grade.n_dr_bins)
+    runs_dir = Path(args.runs_dir)
+    out: dict[str, Any] = {"dr_edges": edges, "dataset_questions": len(all_dr)}
+    per_strategy: dict[str, Any] = {}
+    for run in sorted(runs_dir.glob(f"{args.dataset}__*.jsonl")):
+        strategy = run.name.split("__")[1]
+        rows = read_run_rows(run)
+        inputs = difficulty_items(
+            rows,
+            supports,
+            embedder,
+            aggregation=config.grade.aggregation,
+            p=config.grade.p,
+            metric=config.grade.metric,
+        )
+        if not inputs.items:
+            continue
+        previous = per_strategy.get(strategy)
+        if previous is not None and previous["data"]["n"] >= len(inputs.items):
+            continue  # several run files of one strategy (settings changed): keep the largest
+        matrix = difficulty_matrix(inputs.items, n_bins=config.grade.n_dr_bins, edges=edges)
+        data = matrix.to_dict()
+        data["run_file"] = run.name
+        data["skipped"] = inputs.skipped
+        data["accuracy"] = round(sum(i.correct for i in inputs.items) / len(inputs.items), 4)
+        per_strategy[strategy] = {"matrix": matrix, "data": data}
+    out["strategies"] = per_strategy
+    return out
+
+
+def generation(args: argparse.Namespace, config: Config) -> dict[str, Any]:
+    from rag_complexity_agents.complexity.grade.generate import GradeGenerator, write_jsonl
+    from rag_complexity_agents.corpus.demo import DEMO_CORPUS
+    from rag_complexity_agents.corpus.documents import iter_documents
+    from rag_complexity_agents.eval.cache import LLMCallCache
+
+    ids = args.generate_docs.split(",")
+    docs = [d for d in iter_documents(DEMO_CORPUS) if d.id in ids]
+    cache = LLMCallCache(Path(args.cache) / "grade_llm_cache.sqlite")
+    started = time.perf_counter()
+    generator = GradeGenerator.from_config(
+        config, cache=cache, progress=None if args.quiet else print
+    )
+    result = generator.run(docs)
+    cache.close()
+    qa_path = Path(args.cache) / "grade_generated_demo.jsonl"
+    write_jsonl(result.questions, qa_path)
+    data = result.to_dict()
+    data["documents"] = ids
+    data["wall_seconds"] = round(time.perf_counter() - started, 1)
+    data["qa_file"] = str(qa_path)
+    data["examples"] = [
+        {
+            "hops": q.hops,
+            "question": q.question,
+            "answer": q.answer,
+            "path": list(q.path),
+            "equivalence_links": list(q.equivalence_links),
+            "dr": round(q.dr, 4),
+        }
+        for q in result.questions[:8]
+    ]
+    return data
+
+
+def markdown(results: dict[str, Any], primary: str, previous: str | None) -> str:
+    lines = [
+        "# GRADE: difficulty matrix on MuSiQue and generation on the demo corpus",
+        "",
+        f"Model: `{results['model']}`; dataset `{results['dataset']}` "
+        f"({results['dataset_questions']} questions with supporting paragraphs); D_r = 1 − min "
+        "cosine (MiniLM) of the question with its supporting paragraphs; D_r quartile edges over "
+        f"all questions: {', '.join(f'{e:.3f}' for e in results['dr_edges'])}; correctness = "
+        f"`{results['metric']}`.",
+        "",
+    ]
+    for name, entry in results["_matrices"].items():
+        data = entry["data"]
+        lines.append(matrix_markdown(entry["matrix"], title=f"{name} (n={data['n']})"))
+        hop_rates = [data["error_rate_by_hop"][k] for k in sorted(data["error_rate_by_hop"])]
+        bin_rates = [data["error_rate_by_bin"][k] for k in sorted(data["error_rate_by_bin"])]
+        lines.append(
+            f"Error rises along hops: **{_monotone(hop_rates)}** "
+            f"({', '.join(f'{r:.2f}' for r in hop_rates)}); along D_r bins: "
+            f"**{_monotone(bin_rates)}** "
+            f"({', '.join(f'{r:.2f}' for r in bin_rates)}).\n"
+        )
+    gen = results.get("generation")
+    if gen:
+        lines += [
+            "### Generation (demo corpus subset, packaged LLM)",
+            "",
+            f"{gen['questions']} validated questions, by hops {gen['by_hops']}, from "
+            f"{len(gen.get('documents', []))} documents in {gen.get('wall_seconds')} s "
+            "(LLM steps cached; a rerun costs nothing).",
+            "",
+            f"Skipped (reason: count): {json.dumps(gen.get('skipped', {}))}",
+            "",
+        ]
+        for ex in gen.get("examples", []):
+            lines.append(
+                f"- {ex['hops']} hops, D_r {ex['dr']}: {ex['question']} → **{ex['answer']}** "
+                f"(path {' → '.join(ex['path'])})"
+            )
+        lines.append("")
+    lines.append(previous or "<!-- analysis:start -->\n<!-- analysis:end -->")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=str(REPO / ".." / "shared" / "data"))
+    parser.add_argument("--dataset", default="musique")
+    parser.add_argument("--model", default="llamacpp:qwen2.5-0.5b")
+    parser.add_argument("--cache", default=str(default_home() / "benchmarks"))
+    parser.add_argument("--runs-dir", default=None, help="default: <cache>/end_to_end_runs/<model>")
+    parser.add_argument("--primary", default="single_step")
+    parser.add_argument("--generate-docs", default=DEFAULT_DOCS, help="demo ids; '' to skip")
+    parser.add_argument("--claims", default="rule", choices=["llm", "rule"])
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "grade.json"))
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    model_dir = re.sub(r"[^A-Za-z0-9_.-]+", "-", args.model)
+    args.runs_dir = args.runs_dir or str(Path(args.cache) / "end_to_end_runs" / model_dir)
+    config = Config().with_overrides(
+        {"models.chat": args.model, "grade.claims": args.claims, "grade.paths_per_hop": 30}
+    )
+
+    results: dict[str, Any] = {
+        "model": args.model,
+        "dataset": args.dataset,
+        "metric": config.grade.metric,
+        "aggregation": config.grade.aggregation,
+    }
+    found = matrices(args, config)
+    results["dr_edges"] = found["dr_edges"]
+    results["dataset_questions"] = found["dataset_questions"]
+    strategies = found["strategies"]
+    if args.primary not in strategies:
+        print(f"no run file for {args.primary} in {args.runs_dir}", file=sys.stderr)
+        return 2
+    primary = strategies[args.primary]["data"]
+    results["primary_strategy"] = args.primary
+    results["n"] = primary["n"]
+    results["cells"] = [
+        {k: c[k] for k in ("hops", "dr_bin", "n", "error_rate")} for c in primary["cells"]
+    ]
+    results["pearson_dr_accuracy_by_hop"] = primary["pearson_dr_accuracy_by_hop"]
+    results["pearson_dr_accuracy_all"] = primary["pearson_dr_accuracy_all"]
+    results["pearson_diagonal"] = primary["pearson_diagonal"]
+    results["diagonal"] = primary["diagonal"]
+    results["strategies"] = {name: e["data"] for name, e in strategies.items()}
+    if args.generate_docs:
+        results["generation"] = generation(args, config)
+    else:
+        results["generation"] = {"questions": 0, "by_hops": {}, "skipped": "not run"}
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+    save_heatmap(
+        strategies[args.primary]["matrix"],
+        out.with_suffix(".png"),
+        title=f"MuSiQue, {args.primary}, {args.model}: error rate (n={primary['n']})",
+    )
+    md_path = out.with_suffix(".md")
+    previous = None
+    if md_path.is_file():
+        match = ANALYSIS.search(md_path.read_text(encoding="utf-8"))
+        previous = match.group(0) if match else None
+    ordered = {args.primary: strategies[args.primary]} | {
+        k: v for k, v in strategies.items() if k != args.primary
+    }
+    md_path.write_text(
+        markdown({**results, "_matrices": ordered}, args.primary, previous), encoding="utf-8"
+    )
+    print(f"wrote {out}, {md_path}, {out.with_suffix('.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,273 @@
+"""The GRADE difficulty matrix of an evaluation-harness run: D_r per question, report, heatmap.
+
+A run file (``rca eval run``) has one line per question with its id, hop count and answer
+metrics; the supporting paragraphs come from the dataset file the run was made on (MuSiQue,
+2WikiMultiHopQA, ... or a GRADE-generated ``qa.jsonl``). D_r is computed with the packaged
+MiniLM encoder: the cosine of the question with each supporting paragraph (``title\\ntext``,
+as indexed by the pooled corpus), aggregated as configured (``grade.aggregation``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...errors import InputError
+from .difficulty import (
+    Aggregation,
+    DifficultyItem,
+    DifficultyMatrix,
+    correctness,
+    cosine_similarities,
+    difficulty_matrix,
+    infer_hops,
+    retrieval_difficulty,
+)
+
+if TYPE_CHECKING:
+    from ...models.embeddings import SentenceTransformerEmbedder
+
+
+@dataclass(frozen=True, slots=True)
+class Support:
+    """What D_r needs about one question: its text, hop count and supporting texts."""
+
+    question: str
+    hops: int | None
+    texts: tuple[str, ...]
+
+
+def supports_from_dataset(path: str | Path) -> dict[str, Support]:
+    """Question id → :class:`Support` from a dataset file of the shared schema."""
+    from ...eval.datasets import iter_records
+
+    out: dict[str, Support] = {}
+    for record in iter_records(path):
+        texts = tuple(
+            f"{p.title}\n{p.text}" if p.title else p.text
+            for p in record.paragraphs or ()
+            if p.is_supporting
+        )
+        hops = infer_hops(
+            hops=record.hops, question_id=record.id, decomposition=record.decomposition
+        )
+        out[record.id] = Support(record.question, hops, texts)
+    return out
+
+
+@dataclass(slots=True)
+class MatrixInputs:
+    items: list[DifficultyItem]
+    skipped: dict[str, int]
+
+
+def difficulty_items(
+    rows: Sequence[Mapping[str, Any]],
+    supports: Mapping[str, Support],
+    embedder: SentenceTransformerEmbedder,
+    *,
+    aggregation: Aggregation = "min",
+    p: float = -2.0,
+    metric: str = "acc",
+) -> MatrixInputs:
+    """One :class:`DifficultyItem` per run line that has a hop count, supporting texts and
+    the metric; the rest are counted in ``skipped`` by reason."""
+    skipped: dict[str, int] = {}
+
+    def skip(reason: str) -> None:
+        skipped[reason] = skipped.get(reason, 0) + 1
+
+    usable: list[tuple[str, int, float, Support]] = []
+    for row in rows:
+        qid = str(row.get("id", ""))
+        support = supports.get(qid)
+        if support is None:
+            skip("not_in_dataset")
+            continue
+        hops = infer_hops(hops=row.get("hops"), question_id=qid) or support.hops
+        if hops is None:
+            skip("no_hop_count")
+            continue
+        if not support.texts:
+            skip("no_supporting_paragraphs")
+            continue
+        correct = correctness(row.get("metrics"), metric)
+        if correct is None:
+            skip(f"no_metric_{metric}")
+            continue
+        usable.append((qid, hops, correct, support))
+    items: list[DifficultyItem] = []
+    for qid, hops, correct, support in usable:
+        vectors = embedder.encode([support.question, *support.texts])
+        sims = cosine_similarities(vectors[0], vectors[1:])
+        dr = retrieval_difficulty(sims, aggregation, p=p)
+        items.append(DifficultyItem(id=qid, hops=hops, dr=dr, correct=correct))
+    return MatrixInputs(items=items, skipped=skipped)
+
+
+def read_run_rows(path: str | Path) -> list[dict[str, Any]]:
+    """The lines of a harness run file (InputError when it has none)."""
+    from ...eval.runner import read_run
+
+    rows = read_run(path)
+    if not rows:
+        raise InputError(f"{path} has no answered questions")
+    return rows
+
+
+def run_dataset_name(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    names = {str(r.get("dataset")) for r in rows if r.get("dataset")}
+    return names.pop() if len(names) == 1 else None
+
+
+# --------------------------------------------------------------------------------------------
+# Reports
+# --------------------------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def matrix_markdown(matrix: DifficultyMatrix, *, title: str = "GRADE difficulty matrix") -> str:
+    """A markdown table (rows = hops, columns = D_r bins; cell = error rate (n)) + stats."""
+    edges = [f"{e:.3f}" for e in matrix.edges]
+    bounds = ["min", *edges, "max"]
+    header = " | ".join(
+        f"D_r bin {b + 1} ({bounds[b]}–{bounds[b + 1]})" for b in range(matrix.n_bins)
+    )
+    lines = [f"### {title}", "", f"| hops | {header} | all |", "|---" * (matrix.n_bins + 2) + "|"]
+    for h in matrix.hop_levels:
+        cells = []
+        for b in range(matrix.n_bins):
+            c = matrix.cell(h, b)
+            cells.append(f"{_fmt(c.error_rate, 2)} ({c.n})")
+        lines.append(f"| {h} | {' | '.join(cells)} | {_fmt(matrix.error_rate_by_hop.get(h), 2)} |")
+    by_bin = [_fmt(matrix.error_rate_by_bin.get(b), 2) for b in range(matrix.n_bins)]
+    lines.append(f"| all | {' | '.join(by_bin)} | |")
+    lines += [
+        "",
+        "Cells: error rate (1 − accuracy) and number of questions.",
+        "",
+        "| Pearson r(D_r, correctness) | value |",
+        "|---|---|",
+        *(f"| hops = {h} | {_fmt(r)} |" for h, r in matrix.pearson_dr_accuracy_by_hop.items()),
+        f"| all questions | {_fmt(matrix.pearson_dr_accuracy_all)} |",
+        f"| diagonal (position vs correctness) | {_fmt(matrix.pearson_diagonal)} |",
+        "",
+        "Diagonal cells (hops, D_r bin → error rate): "
+        + ", ".join(
+            f"({c.hops}, {c.dr_bin + 1}) → {_fmt(c.error_rate, 2)} (n={c.n})"
+            for c in matrix.diagonal
+        ),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def save_heatmap(matrix: DifficultyMatrix, path: str | Path, *, title: str = "Error rate") -> Path:
+    """Write the error-rate heatmap (annotated with error rate and n) as a PNG."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - matplotlib is in the grade extra
+        raise InputError(
+            "the heatmap needs matplotlib: pip install 'rag-complexity-agents[grade]'"
+        ) from exc
+    import numpy as np
+
+    grid = matrix.error_grid()
+    counts = matrix.count_grid()
+    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * matrix.n_bins, 1.2 + 0.9 * len(matrix.hop_levels)))
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap="Reds", vmin=0.0, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(matrix.n_bins), [f"Q{b + 1}" for b in range(matrix.n_bins)])
+    ax.set_yticks(range(len(matrix.hop_levels)), [str(h) for h in matrix.hop_levels])
+    ax.set_xlabel("retrieval difficulty D_r (quantile bin, low → high)")
+    ax.set_ylabel("hops")
+    ax.set_title(title, fontsize=10)
+    for i in range(len(matrix.hop_levels)):
+        for j in range(matrix.n_bins):
+            text = "—" if np.isnan(grid[i, j]) else f"{grid[i, j]:.2f}"
+            colour = "white" if not np.isnan(grid[i, j]) and grid[i, j] > 0.6 else "black"
+            ax.text(
+                j,
+                i,
+                f"{text}\nn={counts[i, j]}",
+                ha="center",
+                va="center",
+                fontsize=8,
+                color=colour,
+            )
+    fig.colorbar(image, ax=ax, label="error rate")
+    fig.tight_layout()
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(target, dpi=120)
+    plt.close(fig)
+    return target
+
+
+def write_report(
+    matrix: DifficultyMatrix, out_dir: str | Path, *, name: str, title: str
+) -> dict[str, Path]:
+    """``<name>.json``, ``<name>.md`` and ``<name>.png`` in ``out_dir``."""
+    directory = Path(out_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    json_path = directory / f"{name}.json"
+    json_path.write_text(json.dumps(matrix.to_dict(), indent=2) + "\n", encoding="utf-8")
+    md_path = directory / f"{name}.md"
+    md_path.write_text(matrix_markdown(matrix, title=title), encoding="utf-8")
+    png = save_heatmap(matrix, directory / f"{name}.png", title=title)
+    return {"json": json_path, "md": md_path, "png": png}
+
+
+__all__ = [
+    "MatrixInputs",
+    "Support",
+    "difficulty_items",
+    "difficulty_matrix",
+    "matrix_markdown",
+    "read_run_rows",
+    "run_dataset_name",
+    "save_heatmap",
+    "supports_from_dataset",
+    "write_report",
+]
+
+
+def matrix_for_run(
+    run: str | Path,
+    *,
+    dataset: str | Path | None,
+    config: Any,
+    data_dir: str | Path | None = None,
+) -> tuple[DifficultyMatrix, MatrixInputs]:
+    """The difficulty matrix of one harness run file (``rca grade matrix``).
+
+    ``dataset`` is a dataset name or file; by default the run's own ``dataset`` field.
+    """
+    from ...eval.datasets import default_data_dir, resolve_dataset
+    from ...models.embeddings import load_embedder
+
+    rows = read_run_rows(run)
+    name = dataset or run_dataset_name(rows)
+    if name is None:
+        raise InputError(f"{run} mixes datasets or names none; pass --dataset")
+    directory = data_dir or config.eval.data_dir or default_data_dir()
+    supports = supports_from_dataset(resolve_dataset(name, directory))
+    embedder = load_embedder(config.models.embedding, batch_size=config.models.embed_batch_size)
+    grade = config.grade
+    inputs = difficulty_items(
+        rows, supports, embedder, aggregation=grade.aggregation, p=grade.p, metric=grade.metric
+    )
+    if not inputs.items:
+        raise InputError(f"no question of {run} has hops, supporting paragraphs and a metric")
+    matrix = difficulty_matrix(inputs.items, n_bins=grade.n_dr_bins)
+    matrix.extra["skipped"] = inputs.skipped
+    matrix.extra["metric"] = grade.metric
+    matrix.extra["aggregation"] = grade.aggregation
+    return matrix, inputs
