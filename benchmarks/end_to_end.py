@@ -293,6 +293,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "end_to_end.json"))
     parser.add_argument("--smoke", action="store_true", help="pool only the selected questions")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="answer nothing: tabulate the questions already finished (n may be below --limit)",
+    )
     return parser.parse_args(list(argv))
 
 
@@ -350,21 +355,30 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
             dataset_file = resolve_dataset(DATASETS.get(dataset, dataset), args.data)
             fingerprint = run_fingerprint(config, planned.name, dataset_file)
             out = runs_dir / slug / f"{dataset}__{planned.name}__{fingerprint}.jsonl"
-            print(f"== {dataset} × {planned.label}: {limit} questions → {out}", flush=True)
-            evaluate(
-                config,
-                planned.name,
-                dataset_file,
-                out=out,
-                limit=limit,
-                progress=not args.quiet,
-                components=parts,
-            )
+            if args.report_only:
+                if not out.is_file():
+                    print(f"== {dataset} × {planned.label}: no run file yet", flush=True)
+                    continue
+            else:
+                print(f"== {dataset} × {planned.label}: {limit} questions → {out}", flush=True)
+                evaluate(
+                    config,
+                    planned.name,
+                    dataset_file,
+                    out=out,
+                    limit=limit,
+                    progress=not args.quiet,
+                    components=parts,
+                )
             wanted_ids = {r.id for r in records[dataset][:limit]}
             lines = [line for line in read_run(out) if line["id"] in wanted_ids]
-            rows.append(result_row(dataset, planned, lines, config))
+            if lines:
+                rows.append(result_row(dataset, planned, lines, config))
     command = " ".join(
-        ["HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python benchmarks/end_to_end.py", *argv]
+        [
+            "HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python benchmarks/end_to_end.py",
+            *(arg for arg in argv if arg != "--report-only"),
+        ]
     )
     return {
         "model": args.model,
