@@ -40,7 +40,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import random
 import re
 import sys
@@ -49,28 +48,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-os.environ.setdefault("LANGSMITH_TRACING", "false")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from _common import ANALYSIS_END, ANALYSIS_START, REPO, machine, read_analysis
 
-from rag_complexity_agents.config import Config, default_home  # noqa: E402
-from rag_complexity_agents.corpus.store import CorpusStore  # noqa: E402
-from rag_complexity_agents.errors import RCAError  # noqa: E402
-from rag_complexity_agents.eval.datasets import (  # noqa: E402
+from rag_complexity_agents.config import Config, default_home
+from rag_complexity_agents.corpus.store import CorpusStore
+from rag_complexity_agents.errors import RCAError
+from rag_complexity_agents.eval.datasets import (
     QARecord,
     build_pooled_corpus,
     load_records,
     resolve_dataset,
 )
-from rag_complexity_agents.eval.harness import evaluate, open_llm_cache  # noqa: E402
-from rag_complexity_agents.eval.runner import read_run  # noqa: E402
-from rag_complexity_agents.eval.strategies import EvalComponents  # noqa: E402
+from rag_complexity_agents.eval.harness import evaluate, open_llm_cache
+from rag_complexity_agents.eval.runner import read_run
+from rag_complexity_agents.eval.strategies import EvalComponents
 
 SINGLE_HOP_FILES = {"squad": "squad", "nq_open": "nq_open", "triviaqa": "triviaqa"}
 MULTI_HOP_FILES = {
@@ -375,7 +368,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any] | None:
                 *argv,
             ]
         ).strip(),
-        machine=f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        machine=machine(),
         date=time.strftime("%Y-%m-%d"),
     )
     return result
@@ -628,16 +621,6 @@ def routing_part(
 # --------------------------------------------------------------------------------------------
 # Markdown
 # --------------------------------------------------------------------------------------------
-
-ANALYSIS_START, ANALYSIS_END = "<!-- analysis:start -->", "<!-- analysis:end -->"
-
-
-def read_analysis(path: Path) -> str:
-    if not path.is_file():
-        return ""
-    text = path.read_text(encoding="utf-8")
-    match = re.search(re.escape(ANALYSIS_START) + r"(.*?)" + re.escape(ANALYSIS_END), text, re.S)
-    return match.group(1) if match else ""
 
 
 def _pct(value: float | None) -> str:

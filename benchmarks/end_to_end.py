@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import re
 import sys
 import time
@@ -42,41 +40,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-os.environ.setdefault("LANGSMITH_TRACING", "false")
+from _common import ANALYSIS_END, ANALYSIS_START, REPO, machine, read_analysis
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from rag_complexity_agents.agents.nodes import apply_profile  # noqa: E402
-from rag_complexity_agents.config import Config, default_home  # noqa: E402
-from rag_complexity_agents.corpus.store import CorpusStore  # noqa: E402
-from rag_complexity_agents.errors import RCAError  # noqa: E402
-from rag_complexity_agents.eval.datasets import (  # noqa: E402
+from rag_complexity_agents.agents.nodes import apply_profile
+from rag_complexity_agents.config import Config, default_home
+from rag_complexity_agents.corpus.store import CorpusStore
+from rag_complexity_agents.errors import RCAError
+from rag_complexity_agents.eval.datasets import (
     QARecord,
     build_pooled_corpus,
     load_records,
     resolve_dataset,
 )
-from rag_complexity_agents.eval.harness import (  # noqa: E402
+from rag_complexity_agents.eval.harness import (
     evaluate,
     open_llm_cache,
     run_fingerprint,
 )
-from rag_complexity_agents.eval.metrics import Estimate  # noqa: E402
-from rag_complexity_agents.eval.report import summarize  # noqa: E402
-from rag_complexity_agents.eval.runner import read_run  # noqa: E402
-from rag_complexity_agents.eval.strategies import (  # noqa: E402
+from rag_complexity_agents.eval.metrics import Estimate
+from rag_complexity_agents.eval.report import summarize
+from rag_complexity_agents.eval.runner import read_run
+from rag_complexity_agents.eval.strategies import (
     AGENT_STRATEGIES,
     EvalComponents,
     available_strategies,
 )
 
 DATASETS: dict[str, str] = {"musique": "musique", "2wikimultihopqa": "2wikimultihopqa"}
-ANALYSIS_START, ANALYSIS_END = "<!-- analysis:start -->", "<!-- analysis:end -->"
 
 
 @dataclass(frozen=True)
@@ -245,14 +235,6 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
     return "\n".join(lines)
 
 
-def read_analysis(path: Path) -> str:
-    if not path.is_file():
-        return ""
-    text = path.read_text(encoding="utf-8")
-    match = re.search(re.escape(ANALYSIS_START) + r"(.*?)" + re.escape(ANALYSIS_END), text, re.S)
-    return match.group(1) if match else ""
-
-
 # --------------------------------------------------------------------------------------------
 # The run
 # --------------------------------------------------------------------------------------------
@@ -386,8 +368,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
         "pending": [{"strategy": p.name, "label": p.label} for p in pending],
         "corpus": corpus,
         "command": command.strip(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
-        f"{platform.python_version()}",
+        "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
     }
 

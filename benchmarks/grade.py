@@ -30,37 +30,30 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import re
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+from _common import REPO
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from rag_complexity_agents.complexity.grade.difficulty import (  # noqa: E402
+from rag_complexity_agents.complexity.grade.difficulty import (
     cosine_similarities,
     difficulty_matrix,
     quantile_edges,
     retrieval_difficulty,
 )
-from rag_complexity_agents.complexity.grade.matrix import (  # noqa: E402
+from rag_complexity_agents.complexity.grade.matrix import (
     difficulty_items,
     matrix_markdown,
     read_run_rows,
     save_heatmap,
     supports_from_dataset,
 )
-from rag_complexity_agents.config import Config, default_home  # noqa: E402
-from rag_complexity_agents.eval.datasets import resolve_dataset  # noqa: E402
-from rag_complexity_agents.models.embeddings import load_embedder  # noqa: E402
+from rag_complexity_agents.config import Config, default_home
+from rag_complexity_agents.eval.datasets import resolve_dataset
+from rag_complexity_agents.models.embeddings import load_embedder
 
 ANALYSIS = re.compile(r"<!-- analysis:start -->.*?<!-- analysis:end -->", re.DOTALL)
 DEFAULT_DOCS = (

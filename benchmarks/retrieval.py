@@ -47,28 +47,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-
 import numpy as np
+from _common import ANALYSIS_END, ANALYSIS_START, REPO, read_analysis
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from rag_complexity_agents.config import Config, default_home  # noqa: E402
-from rag_complexity_agents.corpus.documents import SourceDocument  # noqa: E402
-from rag_complexity_agents.corpus.store import CorpusStore  # noqa: E402
-from rag_complexity_agents.models.base import Scorer  # noqa: E402
-from rag_complexity_agents.retrieval.first_stage import (  # noqa: E402
+from rag_complexity_agents.config import Config, default_home
+from rag_complexity_agents.corpus.documents import SourceDocument
+from rag_complexity_agents.corpus.store import CorpusStore
+from rag_complexity_agents.models.base import Scorer
+from rag_complexity_agents.retrieval.first_stage import (
     BM25FirstStage,
     DenseFirstStage,
     reciprocal_rank_fusion,
 )
-from rag_complexity_agents.retrieval.nar import NARParams  # noqa: E402
-from rag_complexity_agents.retrieval.sunar import PoolSource, SunarRetriever  # noqa: E402
-from rag_complexity_agents.types import ScoredDoc  # noqa: E402
+from rag_complexity_agents.retrieval.nar import NARParams
+from rag_complexity_agents.retrieval.sunar import PoolSource, SunarRetriever
+from rag_complexity_agents.types import ScoredDoc
 
 DATASETS = {
     "musique": "musique_dev_ctx.jsonl",
@@ -76,7 +69,6 @@ DATASETS = {
     "hotpotqa": "hotpotqa_dev_distractor_ctx.jsonl",
 }
 POOLS: tuple[PoolSource, ...] = ("own", "original", "union")
-ANALYSIS_START, ANALYSIS_END = "<!-- analysis:start -->", "<!-- analysis:end -->"
 
 
 # --------------------------------------------------------------------------------------------
@@ -728,15 +720,6 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         "",
     ]
     return "\n".join(lines)
-
-
-def read_analysis(path: Path) -> str:
-    if not path.is_file():
-        return ""
-    text = path.read_text(encoding="utf-8")
-    if ANALYSIS_START in text and ANALYSIS_END in text:
-        return text.split(ANALYSIS_START, 1)[1].split(ANALYSIS_END, 1)[0]
-    return ""
 
 
 # --------------------------------------------------------------------------------------------

@@ -39,9 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
-import re
 import sys
 import time
 from collections.abc import Sequence
@@ -49,17 +46,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-
 import numpy as np
+from _common import ANALYSIS_END, ANALYSIS_START, REPO, machine, read_analysis
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from rag_complexity_agents.complexity.rrcp import (  # noqa: E402
+from rag_complexity_agents.complexity.rrcp import (
     METHODS,
     Scored,
     calibrate,
@@ -67,22 +57,22 @@ from rag_complexity_agents.complexity.rrcp import (  # noqa: E402
     completeness_score,
     predict,
 )
-from rag_complexity_agents.complexity.rrcp_evaluators import (  # noqa: E402
+from rag_complexity_agents.complexity.rrcp_evaluators import (
     LexicalAnswerEvaluator,
     LLMAnswerEvaluator,
     LLMComplexityClassifier,
     MaxSimTokenRelevance,
 )
-from rag_complexity_agents.config import Config, default_home  # noqa: E402
-from rag_complexity_agents.corpus.store import CorpusStore  # noqa: E402
-from rag_complexity_agents.errors import RCAError  # noqa: E402
-from rag_complexity_agents.eval.datasets import (  # noqa: E402
+from rag_complexity_agents.config import Config, default_home
+from rag_complexity_agents.corpus.store import CorpusStore
+from rag_complexity_agents.errors import RCAError
+from rag_complexity_agents.eval.datasets import (
     QARecord,
     build_pooled_corpus,
     load_records,
     resolve_dataset,
 )
-from rag_complexity_agents.retrieval.first_stage import HybridFirstStage  # noqa: E402
+from rag_complexity_agents.retrieval.first_stage import HybridFirstStage
 
 COMPLEX = ("musique", "2wikimultihopqa", "hotpotqa")
 FILES = {
@@ -91,7 +81,6 @@ FILES = {
     "hotpotqa": "hotpotqa",
     "squad": "squad",
 }
-ANALYSIS_START, ANALYSIS_END = "<!-- analysis:start -->", "<!-- analysis:end -->"
 PAPER = {  # Table 3 of the paper (accuracy, F1); its datasets differ except HotpotQA/MuSiQue
     ("hotpotqa", "llm_baseline"): (0.699, 0.815),
     ("hotpotqa", "ans_only"): (0.611, 0.731),
@@ -486,14 +475,6 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
     return "\n".join(lines)
 
 
-def read_analysis(path: Path) -> str:
-    if not path.is_file():
-        return ""
-    text = path.read_text(encoding="utf-8")
-    match = re.search(re.escape(ANALYSIS_START) + r"(.*?)" + re.escape(ANALYSIS_END), text, re.S)
-    return match.group(1) if match else ""
-
-
 # --------------------------------------------------------------------------------------------
 # The run
 # --------------------------------------------------------------------------------------------
@@ -651,8 +632,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
             "relevance": scorer.relevance.name,
         },
         "command": command.strip(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
-        f"{platform.python_version()}",
+        "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
     }
 
