@@ -24,7 +24,9 @@ benchmark's), correctness (cover-EM) of the questions RRCP (lexical, thresholds 
 that dataset's row) calls complex vs not complex, and Pearson correlations.
 
 All scores are cached in ``<cache>/rrcp/<corpus fingerprint>/scores.jsonl``: rerunning
-resumes, and a rerun after the end-to-end runs grew only scores the new questions. Run from
+resumes. The corpus does not depend on the run files (``--run-questions`` fixes which
+questions' paragraphs it pools), so a rerun after the end-to-end runs grew only scores the
+new questions. Run from
 the repository root::
 
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RCA_MODELS__N_THREADS=1 OMP_NUM_THREADS=1 \\
@@ -124,7 +126,6 @@ def _natural_first_step(record: QARecord) -> Item | None:
 def select(args: argparse.Namespace) -> tuple[dict[str, list[Item]], list[QARecord]]:
     """Items per benchmark row and every record whose paragraphs form the corpus."""
     records = {name: load_records(resolve_dataset(f, args.data)) for name, f in FILES.items()}
-    run_ids = {line["id"] for line in iter_run_lines(args.runs)}
     n = args.n
     chosen: dict[str, list[QARecord]] = {}
     for name in COMPLEX:
@@ -134,8 +135,11 @@ def select(args: argparse.Namespace) -> tuple[dict[str, list[Item]], list[QAReco
     chosen["squad"] = squad[::stride][:n]
     corpus_records = [r for rs in chosen.values() for r in rs]
     known = {r.id for r in corpus_records}
-    for name in COMPLEX:  # questions of the end-to-end runs, for the correlation table
-        corpus_records += [r for r in records[name] if r.id in run_ids and r.id not in known]
+    # the questions the end-to-end runs may cover, for the correlation table: a fixed prefix
+    # of each file, so the corpus (and every cached score) does not change as runs grow
+    for name in COMPLEX:
+        corpus_records += [r for r in records[name][: args.run_questions] if r.id not in known]
+        known.update(r.id for r in records[name][: args.run_questions])
     negatives = [
         Item(f"squad:{r.id}", "squad", r.question, r.answers, False) for r in chosen["squad"]
     ]
@@ -495,6 +499,13 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--no-llm", action="store_true", help="lexical evaluator only")
     parser.add_argument("--cache", default=str(cache))
     parser.add_argument("--runs", default=str(cache / "end_to_end_runs"))
+    parser.add_argument(
+        "--run-questions",
+        type=int,
+        default=134,
+        help="first questions of each multi-hop file pooled into the corpus for the "
+        "correlation with the end-to-end runs (fixed, so the corpus does not follow the runs)",
+    )
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "rrcp.json"))
     return parser.parse_args(list(argv))
 
