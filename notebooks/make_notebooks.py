@@ -49,6 +49,8 @@ def notebook(cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
     nb.cells = [new_markdown_cell(src) if kind == "md" else new_code_cell(src) for kind, src in cells]
+    for i, cell in enumerate(nb.cells):  # stable ids: regenerating changes only what changed
+        cell.id = f"cell-{i:02d}"
     return nb
 
 
@@ -307,12 +309,45 @@ if build:
         print(r["n_chunks"], "chunks:", r["graph_seconds"], "s,", r.get("graph_gflops"), "GFLOP/s")
 """,
     ),
+    ("md", "## End to end: accuracy against cost per strategy"),
+    (
+        "code",
+        """\
+e2e = (results.get("end_to_end") or {}).get("rows", [])
+if e2e:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for ax, dataset in zip(axes, sorted({r["dataset"] for r in e2e})):
+        for r in (r for r in e2e if r["dataset"] == dataset):
+            lo, hi = r["cover_em_ci95"]
+            ax.errorbar(r["llm_calls"], r["cover_em"], yerr=[[r["cover_em"] - lo], [hi - r["cover_em"]]],
+                        fmt="o", capsize=3)
+            ax.annotate(r["label"], (r["llm_calls"], r["cover_em"]), fontsize=7)
+        ax.set_title(dataset); ax.set_xlabel("LLM calls per question")
+    axes[0].set_ylabel("cover-EM (95% CI)"); fig.tight_layout()
+    print(len(e2e), "strategy rows,", e2e[0]["n"], "questions in the first")
+""",
+    ),
+    ("md", "## Adaptive-RAG: routing cost and accuracy"),
+    (
+        "code",
+        """\
+adaptive = (results.get("adaptive") or {}).get("rows", [])
+if adaptive:
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for r in adaptive:
+        ax.scatter(r["llm_calls"], r["cover_em"])
+        ax.annotate(r["strategy"] + (f" ({r['classifier']})" if r.get("classifier") else ""),
+                    (r["llm_calls"], r["cover_em"]), fontsize=7)
+    ax.set_xlabel("LLM calls per question"); ax.set_ylabel("cover-EM"); fig.tight_layout()
+    print(len(adaptive), "routing rows")
+""",
+    ),
     ("md", "## Any other result file: its top-level numbers"),
     (
         "code",
         """\
 for name, data in results.items():
-    if name in ("retrieval", "index_build"):
+    if name in ("retrieval", "index_build", "end_to_end", "adaptive"):
         continue
     numbers = {k: v for k, v in data.items() if isinstance(v, (int, float))} if isinstance(data, dict) else {}
     print(name, numbers or type(data).__name__)
