@@ -37,11 +37,11 @@ from .nodes import (
     loop_defaults,
     make_start,
     merge_steps,
-    near_recursion_limit,
     new_graph,
     route_next,
     same_query,
     step_docs,
+    step_limit,
     steps_of,
 )
 from .parsers import CoTParse, parse_cot, parse_ircot
@@ -132,11 +132,8 @@ def build_ircot(
             errors = state.get("format_errors", 0) + 1
             update.update(format_errors=errors, stop_reason="no_progress", next_node="conclude")
             return update
-        if len(steps) >= ctx.agents.max_steps:
-            update.update(stop_reason="max_steps", next_node="conclude")
-            return update
-        if near_recursion_limit(state, ctx):
-            update.update(stop_reason="recursion_limit", next_node="conclude")
+        if reason := step_limit(state, ctx):
+            update.update(stop_reason=reason, next_node="conclude")
             return update
         new_index = len(steps)
         update["steps"] = [

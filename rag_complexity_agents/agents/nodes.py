@@ -527,6 +527,17 @@ def near_recursion_limit(state: AgentState, ctx: AgentContext) -> bool:
     return remaining is not None and remaining < superstep_reserve(ctx)
 
 
+def step_limit(state: AgentState, ctx: AgentContext) -> str | None:
+    """Why the loop must conclude instead of taking another step: ``"max_steps"`` once
+    ``agents.max_steps`` steps were taken, ``"recursion_limit"`` near LangGraph's limit, else
+    None."""
+    if len(steps_of(state)) >= ctx.agents.max_steps:
+        return "max_steps"
+    if near_recursion_limit(state, ctx):
+        return "recursion_limit"
+    return None
+
+
 def copied_exemplar(answer: str, exemplar_answers: set[str], state: AgentState) -> bool:
     """True when ``answer`` is one of the exemplars' answers that nothing in this run (the
     question, the evidence, the intermediate answers) mentions: a small model copying the
@@ -1100,6 +1111,7 @@ __all__ = [
     "same_query",
     "shorten_answer",
     "step_docs",
+    "step_limit",
     "steps_of",
     "superstep_reserve",
 ]

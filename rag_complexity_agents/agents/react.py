@@ -39,11 +39,11 @@ from .nodes import (
     loop_defaults,
     make_start,
     merge_steps,
-    near_recursion_limit,
     new_graph,
     route_next,
     same_query,
     step_docs,
+    step_limit,
     steps_of,
 )
 from .parsers import parse_react
@@ -92,11 +92,9 @@ def build_react(
 
     def think(state: AgentState, config: RunnableConfig, runtime: Any = None) -> Update:
         ctx = provider.context(config, runtime)
+        if reason := step_limit(state, ctx):
+            return {"stop_reason": reason, "next_node": "conclude"}
         steps = steps_of(state)
-        if len(steps) >= ctx.agents.max_steps:
-            return {"stop_reason": "max_steps", "next_node": "conclude"}
-        if near_recursion_limit(state, ctx):
-            return {"stop_reason": "recursion_limit", "next_node": "conclude"}
         reply = call_chat(
             ctx.chat,
             prompt.messages(

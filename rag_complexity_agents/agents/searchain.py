@@ -46,10 +46,10 @@ from .nodes import (
     loop_defaults,
     make_start,
     merge_steps,
-    near_recursion_limit,
     new_graph,
     route_next,
     same_query,
+    step_limit,
     steps_of,
 )
 from .parsers import parse_searchain
@@ -84,10 +84,8 @@ def _verify_next(state: AgentState, chain: list[ChainNodeState], ctx: AgentConte
     position = next((i for i, n in enumerate(chain) if n.get("status") == "proposed"), None)
     if position is None:
         return {"chain": chain, "next_node": "plan"}
-    if len(steps) >= ctx.agents.max_steps:
-        return {"chain": chain, "stop_reason": "max_steps", "next_node": "conclude"}
-    if near_recursion_limit(state, ctx):
-        return {"chain": chain, "stop_reason": "recursion_limit", "next_node": "conclude"}
+    if reason := step_limit(state, ctx):
+        return {"chain": chain, "stop_reason": reason, "next_node": "conclude"}
     index = len(steps)
     node = {**chain[position], "step": index}
     chain = [*chain[:position], node, *chain[position + 1 :]]  # type: ignore[list-item]
@@ -124,10 +122,8 @@ def build_searchain(
         ctx = provider.context(config, runtime)
         checked = _checked(list(state.get("chain") or []))
         rounds = state.get("plan_rounds", 0)
-        if rounds > ctx.agents.max_steps or len(steps_of(state)) >= ctx.agents.max_steps:
-            return {"stop_reason": "max_steps", "next_node": "conclude"}
-        if near_recursion_limit(state, ctx):
-            return {"stop_reason": "recursion_limit", "next_node": "conclude"}
+        if reason := "max_steps" if rounds > ctx.agents.max_steps else step_limit(state, ctx):
+            return {"stop_reason": reason, "next_node": "conclude"}
         reply = call_chat(
             ctx.chat,
             prompt.messages(
