@@ -23,6 +23,10 @@ class ModelServerError(RCAError):
     """A model server (Ollama) is down, slow or answered with an error."""
 
 
+class ModelCallError(ModelServerError):
+    """A chat-model call failed inside the backend (not one of our own errors)."""
+
+
 class CorpusError(RCAError):
     """A corpus input or a stored collection is missing, empty or unreadable."""
 

@@ -1,4 +1,4 @@
-"""Text helpers shared across layers: answer normalisation and question validation."""
+"""Text helpers shared across layers: answer normalisation, stop words, question validation."""
 
 from __future__ import annotations
 
@@ -7,6 +7,13 @@ import string
 import unicodedata
 
 from .errors import InputError
+
+STOPWORDS: frozenset[str] = frozenset(
+    """a an the of in on at to for from by with and or but is are was were be been being do
+    does did what which who whom whose when where why how that this these those it its as into
+    than then there their they he she his her him i you we our your not no s had has have""".split()
+)
+"""English function words ignored when comparing the content of questions and passages."""
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation)

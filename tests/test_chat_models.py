@@ -34,7 +34,8 @@ from rag_complexity_agents.errors import (
     ModelServerError,
 )
 from rag_complexity_agents.models import chat as chat_mod
-from rag_complexity_agents.models.chat import load_chat_model, sample_answers
+from rag_complexity_agents.models.calls import sample_answers
+from rag_complexity_agents.models.chat import load_chat_model
 from rag_complexity_agents.models.packaged import (
     SMOLLM2,
     assemble_verified,

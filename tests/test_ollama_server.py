@@ -18,7 +18,8 @@ from ollama_fake import OllamaLike, serve
 
 from rag_complexity_agents.config import Config, ModelsConfig
 from rag_complexity_agents.errors import ModelServerError
-from rag_complexity_agents.models.chat import load_chat_model, sample_answers
+from rag_complexity_agents.models.calls import sample_answers
+from rag_complexity_agents.models.chat import load_chat_model
 from rag_complexity_agents.models.equivalence import LLMJudgeEquivalence
 from rag_complexity_agents.models.packaged import smollm2_file
 from rag_complexity_agents.retrieval.mer import MetaEvidenceReasoner

@@ -38,12 +38,12 @@ from rag_complexity_agents.complexity.rrcp_evaluators import (
     LLMComplexityClassifier,
     MaxSimTokenRelevance,
     load_answer_evaluator,
-    parse_yes_no,
     yes_probability,
 )
 from rag_complexity_agents.complexity.rrcp_graph import build_rc_graph
 from rag_complexity_agents.config import Config, load_config
 from rag_complexity_agents.errors import ConfigError, InputError, ModelNotAvailable
+from rag_complexity_agents.models.calls import parse_yes_no
 from rag_complexity_agents.types import Chunk, ScoredDoc
 
 runner = CliRunner()
@@ -261,9 +261,9 @@ def test_lexical_evaluator() -> None:
 
 
 def test_yes_probability_from_replies_of_other_chat_models() -> None:
-    assert parse_yes_no("Yes, it does.") == 1.0
-    assert parse_yes_no("no") == 0.0
-    assert parse_yes_no("I cannot tell") == 0.5
+    assert parse_yes_no("Yes, it does.") is True
+    assert parse_yes_no("no") is False
+    assert parse_yes_no("I cannot tell") is None
     assert yes_probability(FakeListChatModel(responses=["Yes."]), ["Q?"]) == 1.0
     assert yes_probability(FakeListChatModel(responses=["%%garbled%%"]), ["Q?"]) == 0.5
     judge = LLMAnswerEvaluator(FakeListChatModel(responses=["No", "Yes"]))

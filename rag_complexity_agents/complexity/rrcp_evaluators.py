@@ -47,7 +47,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ConfigError, InputError, ModelNotAvailable
-from ..text import normalize_answer
+from ..models.calls import call_chat, parse_yes_no, reply_text
+from ..text import STOPWORDS, normalize_answer
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -59,22 +60,10 @@ if TYPE_CHECKING:
 # P("yes") from any chat model
 # --------------------------------------------------------------------------------------------
 
-_YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
-
-
-def _reply_text(message: Any) -> str:
-    content = getattr(message, "content", message)
-    if isinstance(content, str):
-        return content
-    return "".join(b if isinstance(b, str) else str(b.get("text", "")) for b in content)
-
-
-def parse_yes_no(text: str) -> float:
-    """1.0 for a reply starting with yes, 0.0 for no, 0.5 when neither word is readable."""
-    match = _YES_NO.search(text or "")
-    if not match:
-        return 0.5
-    return 1.0 if match.group(1).lower() == "yes" else 0.0
+def _yes_score(text: str) -> float:
+    """1.0 for a Yes reply, 0.0 for No, 0.5 when neither word is readable."""
+    verdict = parse_yes_no(text)
+    return 0.5 if verdict is None else float(verdict)
 
 
 def _ollama_yes_probability(chat: Any, messages: list[Any]) -> float | None:
@@ -83,7 +72,7 @@ def _ollama_yes_probability(chat: Any, messages: list[Any]) -> float | None:
     reply = chat.model_copy(update=update).invoke(messages)
     entries = (getattr(reply, "response_metadata", {}) or {}).get("logprobs") or []
     if not entries:
-        return parse_yes_no(_reply_text(reply))
+        return _yes_score(reply_text(reply))
     top = entries[0].get("top_logprobs") or [entries[0]]
     p_yes = p_no = 0.0
     for item in top:
@@ -94,7 +83,7 @@ def _ollama_yes_probability(chat: Any, messages: list[Any]) -> float | None:
         elif word == "no":
             p_no += prob
     if p_yes + p_no <= 0.0:
-        return parse_yes_no(_reply_text(reply))
+        return _yes_score(reply_text(reply))
     return p_yes / (p_yes + p_no)
 
 
@@ -115,11 +104,7 @@ def yes_probability(chat: BaseChatModel, messages: Sequence[Any]) -> float:
         value = _ollama_yes_probability(chat, msgs)
         if value is not None:
             return value
-    update = {name: 4 for name in ("max_tokens", "num_predict") if name in fields}
-    if "temperature" in fields:
-        update["temperature"] = 0.0
-    model = chat.model_copy(update=update) if update else chat
-    return parse_yes_no(_reply_text(model.invoke(msgs)))
+    return _yes_score(call_chat(chat, msgs, max_tokens=4, temperature=0.0).text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -291,14 +276,6 @@ def load_answer_evaluator(spec: str, *, components: Any = None, passage_chars: i
 # Token relevance Rel(d_i, t_j)
 # --------------------------------------------------------------------------------------------
 
-_STOPWORD_TEXT = (
-    "a an the of in on at to for from by with and or but is are was were be been "
-    "being do does did what which who whom whose when where why how that this these "
-    "those it its as into than then there their they he she his her him i you we our "
-    "your not no s"
-)
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
-
 
 class MaxSimTokenRelevance:
     """Per question word, the max cosine to any passage token (MiniLM token embeddings),
@@ -333,7 +310,7 @@ class MaxSimTokenRelevance:
             span[1] = end
         words = [(question[s:e], groups[w]) for w, (s, e) in spans.items()]
         content = [
-            (w, p) for w, p in words if w.strip(string.punctuation) and w.lower() not in _STOPWORDS
+            (w, p) for w, p in words if w.strip(string.punctuation) and w.lower() not in STOPWORDS
         ]
         chosen = content or [(w, p) for w, p in words if w.strip(string.punctuation)] or words
         return [w for w, _ in chosen], [p for _, p in chosen]
@@ -430,6 +407,5 @@ __all__ = [
     "MaxSimTokenRelevance",
     "answer_messages",
     "load_answer_evaluator",
-    "parse_yes_no",
     "yes_probability",
 ]

@@ -238,11 +238,9 @@ class LangChainChatLLM(CustomLLM):
         )
 
     def _call(self, messages: list[tuple[str, str]]) -> str:
-        from ..models.chat import invoke_chat
+        from ..models.calls import call_chat
 
-        reply = invoke_chat(self._chat, messages, max_tokens=self.max_tokens)
-        content = reply.content
-        return content if isinstance(content, str) else str(content)
+        return call_chat(self._chat, messages, max_tokens=self.max_tokens).text
 
     @llm_chat_callback()
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:

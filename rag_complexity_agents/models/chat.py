@@ -1,4 +1,4 @@
-"""Chat models from spec strings, and m-answer sampling.
+"""Chat models from spec strings (calls go through :mod:`.calls`).
 
 Accepted ``models.chat`` specs:
 
@@ -184,103 +184,6 @@ def make_ollama_chat(model: str, config: ModelsConfig) -> ChatOllama:
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Sampling m answers
-# --------------------------------------------------------------------------------------------
-
-
-def _text(message: BaseMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content
-    return "".join(
-        b if isinstance(b, str) else str(b.get("text", ""))
-        for b in content
-        if isinstance(b, str) or b.get("type") == "text"
-    )
-
-
-def sample_answers(
-    chat: BaseChatModel,
-    messages: MessagesInput,
-    m: int,
-    *,
-    temperature: float,
-    seed: int,
-    max_tokens: int | None = None,
-) -> list[str]:
-    """m sampled answers (sample i uses seed ``seed + i``).
-
-    A :class:`LlamaCppChatModel` evaluates the prompt once; other chat models get m calls on a
-    copy with ``temperature`` and the sample's seed set (fields they lack are left out).
-    """
-    if m < 1:
-        raise ValueError("m must be at least 1")
-    if isinstance(chat, LlamaCppChatModel):
-        return chat.sample(messages, m, temperature=temperature, seed=seed, max_tokens=max_tokens)
-    msgs: Sequence[BaseMessage] = to_messages(messages)
-    fields = type(chat).model_fields
-    answers: list[str] = []
-    for i in range(m):
-        update: dict[str, Any] = {}
-        if "temperature" in fields:
-            update["temperature"] = temperature
-        if "seed" in fields:
-            update["seed"] = seed + i
-        if max_tokens is not None:
-            for name in ("max_tokens", "num_predict"):
-                if name in fields:
-                    update[name] = max_tokens
-        answers.append(_text(chat.model_copy(update=update).invoke(list(msgs))))
-    return answers
-
-
-_LENGTH_FIELDS = ("num_predict", "max_tokens", "max_new_tokens")
-
-
-def invoke_chat(
-    chat: BaseChatModel,
-    messages: MessagesInput,
-    *,
-    max_tokens: int | None = None,
-    temperature: float | None = None,
-    stop: Sequence[str] | None = None,
-) -> BaseMessage:
-    """One chat call with per-call generation knobs, passed the way the backend takes them.
-
-    The llama.cpp model (and any model that lacks the matching fields) gets them as call
-    arguments, exactly like ``chat.invoke(messages, max_tokens=..., temperature=...)``. Models
-    that only accept them as fields (ChatOllama rejects unknown call arguments such as
-    ``max_tokens``) are called on a copy with ``num_predict`` / ``max_tokens`` /
-    ``temperature`` set.
-    """
-    kwargs: dict[str, Any] = {}
-    if stop is not None:
-        kwargs["stop"] = list(stop)
-    knobs: dict[str, Any] = {}
-    if max_tokens is not None:
-        knobs["max_tokens"] = max_tokens
-    if temperature is not None:
-        knobs["temperature"] = temperature
-    if isinstance(chat, LlamaCppChatModel) or not knobs:
-        return chat.invoke(messages, **kwargs, **knobs)
-    fields = getattr(type(chat), "model_fields", {})
-    update: dict[str, Any] = {}
-    if max_tokens is not None:
-        name = next((n for n in _LENGTH_FIELDS if n in fields), None)
-        if name is None:
-            kwargs["max_tokens"] = max_tokens
-        else:
-            update[name] = max_tokens
-    if temperature is not None:
-        if "temperature" in fields:
-            update["temperature"] = temperature
-        else:
-            kwargs["temperature"] = temperature
-    model = chat.model_copy(update=update) if update else chat
-    return model.invoke(messages, **kwargs)
-
-
 def clear_chat_model_cache() -> None:
     """Forget cached chat-model objects (loaded llama.cpp weights stay shared)."""
     with _CACHE_LOCK:
@@ -290,8 +193,6 @@ def clear_chat_model_cache() -> None:
 __all__ = [
     "ACCEPTED_SPECS",
     "clear_chat_model_cache",
-    "invoke_chat",
     "load_chat_model",
     "make_ollama_chat",
-    "sample_answers",
 ]

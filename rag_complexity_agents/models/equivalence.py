@@ -142,10 +142,9 @@ class LLMJudgeEquivalence:
             "question? Reply with one word: Yes, No, or Contradiction (if they cannot both "
             "be true)."
         )
-        from .chat import invoke_chat  # ChatOllama takes these as fields, not call arguments
+        from .calls import call_chat
 
-        reply = invoke_chat(self.chat, prompt, temperature=0.0, max_tokens=4)
-        text = str(reply.content)
+        text = call_chat(self.chat, prompt, temperature=0.0, max_tokens=4).text
         match = _YES_NO.search(text)
         if not match:
             return "neutral"

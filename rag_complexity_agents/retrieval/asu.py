@@ -289,9 +289,9 @@ def draw_samples(
     max_tokens: int,
 ) -> list[str]:
     """m sampled replies to one prompt (seeds ``seed .. seed + m - 1``) via
-    :func:`~rag_complexity_agents.models.chat.sample_answers`, which evaluates the prompt once
+    :func:`~rag_complexity_agents.models.calls.sample_answers`, which evaluates the prompt once
     for the llama.cpp model and makes m calls for other backends."""
-    from ..models.chat import sample_answers
+    from ..models.calls import sample_answers
 
     replies = sample_answers(
         chat, list(messages), m, temperature=temperature, seed=seed, max_tokens=max_tokens

@@ -388,15 +388,14 @@ class MetaEvidenceReasoner:
         reasoning_path: Sequence[tuple[str, str]],
         evidence: Sequence[Evidence],
     ) -> MERResult:
-        from ..models.chat import invoke_chat  # max_tokens the way the backend takes it
+        from ..models.calls import call_chat
 
-        reply = invoke_chat(
+        output = call_chat(
             self.chat,
             self.messages(question, reasoning_path, evidence),
             max_tokens=self.max_tokens,
             stop=["\nQuestion:", "\nReasoning path so far:"],
-        )
-        output = str(reply.content)
+        ).text
         extracted = extract_final_answer(output)
         ids = [e.id for e in evidence if isinstance(e, ScoredDoc | Chunk)]
         return MERResult(extracted.answer, extracted.method, output, ids)
