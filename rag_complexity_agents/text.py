@@ -8,11 +8,10 @@ import unicodedata
 
 from .errors import InputError
 
-STOPWORDS: frozenset[str] = frozenset(
-    """a an the of in on at to for from by with and or but is are was were be been being do
-    does did what which who whom whose when where why how that this these those it its as into
-    than then there their they he she his her him i you we our your not no s had has have""".split()
-)
+_STOPWORD_TEXT = """a an the of in on at to for from by with and or but is are was were be been
+being do does did what which who whom whose when where why how that this these those it its as
+into than then there their they he she his her him i you we our your not no s had has have"""
+STOPWORDS: frozenset[str] = frozenset(_STOPWORD_TEXT.split())
 """English function words ignored when comparing the content of questions and passages."""
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")

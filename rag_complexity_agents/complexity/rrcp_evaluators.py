@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import string
 from collections.abc import Sequence
 from functools import cached_property
@@ -59,6 +58,7 @@ if TYPE_CHECKING:
 # --------------------------------------------------------------------------------------------
 # P("yes") from any chat model
 # --------------------------------------------------------------------------------------------
+
 
 def _yes_score(text: str) -> float:
     """1.0 for a Yes reply, 0.0 for No, 0.5 when neither word is readable."""

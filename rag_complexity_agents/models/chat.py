@@ -12,16 +12,15 @@ Loaded models are cached per process per (spec, home, relevant config values).
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import BaseMessage
 
 from ..config import ModelsConfig
 from ..errors import ConfigError, ModelNotAvailable, ModelServerError
-from .llamacpp import LlamaCppChatModel, MessagesInput, to_messages
+from .llamacpp import LlamaCppChatModel
 from .packaged import PACKAGED_CHAT_MODELS, best_packaged_chat, resolve_chat_model_path
 
 if TYPE_CHECKING:
