@@ -4,9 +4,18 @@ of D_r with the error rate per hop row and along the diagonal (Tables 1 and 3)."
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 
+from rag_complexity_agents.complexity.grade.difficulty import (
+    DifficultyItem,
+    DifficultyMatrix,
+    difficulty_matrix,
+)
 from rag_complexity_agents.complexity.grade.kg import KnowledgeGraph, Triple
+from rag_complexity_agents.complexity.grade.matrix import matrix_markdown
 from rag_complexity_agents.errors import InputError
 
 # ---------------------------------------------------------------------------- mirroring
@@ -59,3 +68,69 @@ def test_context_equivalence_needs_its_cluster() -> None:
         kg.apply_equivalence(["Jordan", "Michael Jordan"], "context")
     # a merge is graph-wide and needs no cluster
     assert kg.apply_equivalence(["Jordan", "Michael Jordan"], "always") == 1
+
+
+# ---------------------------------------------------------------------------- bin-level r
+
+
+def _graded_items() -> list[DifficultyItem]:
+    """Two hop levels × 8 questions over D_r 0.1..0.8; error rises with D_r (bin by bin) and
+    with hops, but noisily per question."""
+    items = []
+    pattern = {2: [1, 1, 1, 0, 1, 0, 0, 0], 3: [1, 0, 1, 0, 0, 0, 0, 0]}
+    for hops, correct in pattern.items():
+        for i, ok in enumerate(correct):
+            items.append(DifficultyItem(f"{hops}-{i}", hops, 0.1 * (i + 1), float(ok)))
+    return items
+
+
+def test_bin_level_r_per_hop_row_and_diagonal() -> None:
+    m = difficulty_matrix(_graded_items(), n_bins=4)
+    # hop 2: bins of (0.1, 0.2), (0.3, 0.4), (0.5, 0.6), (0.7, 0.8) → error 0, 0.5, 0.5, 1
+    row = [m.cell(2, b) for b in range(4)]
+    assert [c.error_rate for c in row] == [0.0, 0.5, 0.5, 1.0]
+    assert [c.dr_mean for c in row] == pytest.approx([0.15, 0.35, 0.55, 0.75])
+    assert m.r_bin_by_hop[2] == pytest.approx(
+        np.corrcoef([0.15, 0.35, 0.55, 0.75], [0, 0.5, 0.5, 1])[0, 1]
+    )
+    r2, r3 = m.r_bin_by_hop[2], m.r_bin_by_hop[3]
+    assert r2 is not None and r2 > 0.9 and r3 is not None and r3 > 0.7
+    # the item-level r is the weaker, negative point-biserial one
+    item_r2 = m.pearson_dr_accuracy_by_hop[2]
+    assert item_r2 is not None and -r2 < item_r2 < 0
+    # diagonal: (2, bin 0) → 0.0 and (3, bin 3) → 1.0, in order
+    assert [(c.hops, c.dr_bin, c.error_rate) for c in m.diagonal] == [(2, 0, 0.0), (3, 3, 1.0)]
+    assert m.r_bin_diagonal == pytest.approx(1.0)
+    data = m.to_dict()
+    assert data["r_bin_by_hop"] == {"2": m.r_bin_by_hop[2], "3": m.r_bin_by_hop[3]}
+    assert data["r_bin_diagonal"] == m.r_bin_diagonal
+    json.dumps(data)
+    text = matrix_markdown(m)
+    assert "bin level (GRADE)" in text and f"{m.r_bin_by_hop[2]:.3f}" in text
+
+
+def test_bin_level_r_skips_empty_cells_and_is_undefined_below_two_points() -> None:
+    items = [
+        DifficultyItem("a", 2, 0.1, 1.0),
+        DifficultyItem("b", 2, 0.2, 0.0),
+        DifficultyItem("c", 2, 0.9, 0.0),
+        DifficultyItem("d", 4, 0.95, 1.0),
+    ]
+    m = difficulty_matrix(items, n_bins=4, edges=[0.15, 0.5, 0.85])
+    assert [m.cell(2, b).n for b in range(4)] == [1, 1, 0, 1]
+    assert m.r_bin_by_hop[2] is not None and m.r_bin_by_hop[2] > 0  # 3 points, bin 3 empty
+    assert m.r_bin_by_hop[4] is None  # one cell
+    # diagonal (2, 0) → 0.0 and (4, 3) → 0.0: a constant error rate has no r
+    assert [c.error_rate for c in m.diagonal] == [0.0, 0.0]
+    assert m.r_bin_diagonal is None
+
+
+def test_matrix_round_trips_through_its_dict() -> None:
+    m = difficulty_matrix(_graded_items(), n_bins=4)
+    data = m.to_dict()
+    data["metric"] = "acc"
+    old = {k: v for k, v in data.items() if not k.startswith("r_bin")}  # a pre-r_bin report
+    again = DifficultyMatrix.from_dict(old)
+    assert again.r_bin_by_hop == pytest.approx(m.r_bin_by_hop)
+    assert again.r_bin_diagonal == pytest.approx(m.r_bin_diagonal)
+    assert again.to_dict() == data
