@@ -141,8 +141,8 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def _points(matrix: DifficultyMatrix, hops: int) -> int:
-    return sum(matrix.cell(hops, b).n > 0 for b in range(matrix.n_bins))
+def _cells(n: int) -> str:
+    return f"{n} cell" if n == 1 else f"{n} cells"
 
 
 def matrix_markdown(matrix: DifficultyMatrix, *, title: str = "GRADE difficulty matrix") -> str:
@@ -168,12 +168,13 @@ def matrix_markdown(matrix: DifficultyMatrix, *, title: str = "GRADE difficulty 
         "| Pearson r | bin level (GRADE): D_r vs error rate | item level: D_r vs correctness |",
         "|---|---|---|",
         *(
-            f"| hops = {h} ({_points(matrix, h)} bins) | {_fmt(matrix.r_bin_by_hop.get(h))} | "
+            f"| hops = {h} ({_cells(sum(matrix.cell(h, b).n > 0 for b in range(matrix.n_bins)))})"
+            f" | {_fmt(matrix.r_bin_by_hop.get(h))} | "
             f"{_fmt(r)} |"
             for h, r in matrix.pearson_dr_accuracy_by_hop.items()
         ),
         f"| all questions | | {_fmt(matrix.pearson_dr_accuracy_all)} |",
-        f"| diagonal ({sum(c.n > 0 for c in matrix.diagonal)} cells; position) | "
+        f"| diagonal ({_cells(sum(c.n > 0 for c in matrix.diagonal))}; position) | "
         f"{_fmt(matrix.r_bin_diagonal)} | {_fmt(matrix.pearson_diagonal)} |",
         "",
         "Bin level: Pearson r over the non-empty cells of a hop row (cell mean D_r vs error "
