@@ -5,6 +5,9 @@ of D_r with the error rate per hop row and along the diagonal (Tables 1 and 3)."
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,8 +17,10 @@ from rag_complexity_agents.complexity.grade.difficulty import (
     DifficultyMatrix,
     difficulty_matrix,
 )
+from rag_complexity_agents.complexity.grade.generate import Claim, GradeGenerator, Sentence
 from rag_complexity_agents.complexity.grade.kg import KnowledgeGraph, Triple
 from rag_complexity_agents.complexity.grade.matrix import matrix_markdown
+from rag_complexity_agents.config import Config
 from rag_complexity_agents.errors import InputError
 
 # ---------------------------------------------------------------------------- mirroring
@@ -68,6 +73,40 @@ def test_context_equivalence_needs_its_cluster() -> None:
         kg.apply_equivalence(["Jordan", "Michael Jordan"], "context")
     # a merge is graph-wide and needs no cluster
     assert kg.apply_equivalence(["Jordan", "Michael Jordan"], "always") == 1
+
+
+class _GroupingLLM:
+    """Answers every equivalence prompt with the same group (the step LLM's interface)."""
+
+    def __init__(self) -> None:
+        self.skipped: Counter[str] = Counter()
+
+    def generate(self, step: str, messages: Any, **_: Any) -> str:
+        assert step == "equivalence"
+        return "[Jordan | Michael Jordan] context"
+
+
+class _FlatEmbedder:
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        return np.ones((len(texts), 4))
+
+
+def _claim(claim_id: str, text: str) -> Claim:
+    return Claim(claim_id, Sentence(claim_id, "d", "t", text, "c"), text)
+
+
+def test_generation_applies_each_equivalence_inside_its_own_cluster() -> None:
+    kg = _two_clusters()
+    triples = [t for _, _, d in kg.graph.edges(data=True) for t in d["triples"]]
+    player = [_claim("a1", "Jordan played for the Bulls."), _claim("a2", "M. J. was born...")]
+    country = [_claim("b1", "Jordan borders Israel."), _claim("b2", "Amman is its capital.")]
+    generator = GradeGenerator(Config(), chat=None, embedder=_FlatEmbedder())  # type: ignore[arg-type]
+    llm = _GroupingLLM()
+    applied = generator.equivalence(llm, kg, [player, country], triples)  # type: ignore[arg-type]
+    assert applied == {"context": 1}  # the country's cluster has no "Michael Jordan"
+    assert kg.graph.has_edge("michael jordan", "chicago bulls")
+    assert not kg.graph.has_edge("michael jordan", "israel")
+    assert not kg.graph.has_edge("amman", "michael jordan")
 
 
 # ---------------------------------------------------------------------------- bin-level r
