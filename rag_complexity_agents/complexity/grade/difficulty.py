@@ -11,8 +11,8 @@ A question's difficulty in GRADE (Lee et al.) has two coordinates:
 
 The difficulty matrix bins questions by hops (rows) × D_r quantile bins (columns, quartiles by
 default) and reports per cell the number of questions and the error rate (1 − accuracy) of a
-RAG system. Its headline statistics are GRADE's **bin-level** Pearson correlations (§4,
-Tables 1 and 3):
+RAG system. Its headline statistics are GRADE's **bin-level** Pearson correlations (the
+paper's Tables 1 and 3):
 
 * per hop row (``r_bin_by_hop``): r of the cells' mean D_r with their error rates, one point
   per non-empty cell (4 points with quartiles);
@@ -20,13 +20,13 @@ Tables 1 and 3):
   D_r bin first) with the error rates of its non-empty cells.
 
 A positive r means "harder → more errors". The paper reports r of 0.31–0.98, all positive; its
-table captions say "accuracy", but those positive values and its reading ("higher D_r …
-leading to reduced accuracy") fit the error rate, which is what is correlated here.
+table captions say "accuracy", but those positive values and its own reading (a higher D_r
+leads "to reduced accuracy") fit the error rate, which is what is correlated here.
 
 As an extra, the **item-level** (point-biserial) r of each question's D_r with its own 0/1
 correctness is kept (``pearson_dr_accuracy_*``, ``pearson_diagonal``): there a *negative* r
-means "harder → more errors", and it is much smaller in magnitude than the bin-level r because
-single answers are not averaged. The paper does not report it.
+means "harder → more errors", and it is usually much smaller in magnitude than the bin-level r
+because single answers are not averaged. The paper does not report it.
 
 Nothing here loads a model: similarities come in as numbers.
 """
