@@ -5,9 +5,15 @@ Matrix: reads the evaluation-harness run files of the end-to-end benchmark
 question of ``musique_dev_ctx.jsonl`` (1 − min cosine of the question with its supporting
 paragraphs, packaged MiniLM), cuts D_r into quartiles over all 134 questions (the same bins
 for every strategy), and reports per strategy the error rate (1 − ``acc``) per (hops, D_r bin)
-cell, the Pearson r of D_r with correctness per hop and along the diagonal. The primary
-strategy (``--primary``, default ``single_step``: it covers the most questions) gives the
-top-level ``cells`` and the heatmap ``grade.png``.
+cell, GRADE's bin-level Pearson r (cell mean D_r vs error rate per hop row; diagonal position
+vs error rate) and, as an extra, the item-level r of D_r with each question's correctness. The
+primary strategy (``--primary``, default ``single_step``: it covers the most questions) gives
+the top-level ``cells``, ``r_bin_*`` and the heatmap ``grade.png``. Unlike the paper, D_r is
+over MuSiQue's supporting paragraphs (not 128–256-token chunks) and correctness is ``acc``
+(not an LLM judge).
+
+``--rerender`` rewrites ``grade.json``/``.md``/``.png`` from the matrices stored in an existing
+``grade.json`` (recomputing the bin-level r from its cells) when the run files are not at hand.
 
 Generation (``--generate-docs``): runs the generation pipeline on a subset of the bundled demo
 corpus with the packaged LLM (LLM steps cached, so reruns are instant) and records how many
@@ -19,8 +25,9 @@ Run from the repository root::
         benchmarks/grade.py --data ../shared/data
 
 Writes ``benchmarks/results/grade.json`` (``{"cells": [{"hops", "dr_bin", "n",
-"error_rate"}], "pearson_dr_accuracy_by_hop": {hops: r}, "generation": {"questions",
-"by_hops"}, "strategies": {...}}``), ``grade.md`` and ``grade.png``; text between the
+"error_rate"}], "r_bin_by_hop": {hops: r}, "r_bin_diagonal": r, "pearson_dr_accuracy_by_hop":
+{hops: r}, "generation": {"questions", "by_hops"}, "strategies": {...}}``), ``grade.md`` and
+``grade.png``; text between the
 ``<!-- analysis:start -->`` / ``<!-- analysis:end -->`` markers of an existing ``grade.md`` is
 kept.
 """
@@ -39,6 +46,7 @@ from typing import Any
 from _common import REPO
 
 from rag_complexity_agents.complexity.grade.difficulty import (
+    DifficultyMatrix,
     cosine_similarities,
     difficulty_matrix,
     quantile_edges,
@@ -199,7 +207,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--claims", default="rule", choices=["llm", "rule"])
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "grade.json"))
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument(
+        "--rerender",
+        action="store_true",
+        help="rewrite the outputs from the matrices stored in --out (no run files needed)",
+    )
     args = parser.parse_args(argv)
+    if args.rerender:
+        return rerender(Path(args.out))
     model_dir = re.sub(r"[^A-Za-z0-9_.-]+", "-", args.model)
     args.runs_dir = args.runs_dir or str(Path(args.cache) / "end_to_end_runs" / model_dir)
     config = Config().with_overrides(
@@ -219,42 +234,75 @@ def main(argv: list[str] | None = None) -> int:
     if args.primary not in strategies:
         print(f"no run file for {args.primary} in {args.runs_dir}", file=sys.stderr)
         return 2
-    primary = strategies[args.primary]["data"]
-    results["primary_strategy"] = args.primary
+    if args.generate_docs:
+        generated = generation(args, config)
+    else:
+        generated = {"questions": 0, "by_hops": {}, "skipped": "not run"}
+    write_outputs(results, strategies, args.primary, generated, Path(args.out))
+    return 0
+
+
+def write_outputs(
+    results: dict[str, Any],
+    strategies: dict[str, Any],
+    primary_name: str,
+    generated: dict[str, Any],
+    out: Path,
+) -> None:
+    """``grade.json`` (``results`` + the primary strategy's top-level keys + all strategies),
+    ``grade.md`` (keeping its analysis section) and ``grade.png``."""
+    primary = strategies[primary_name]["data"]
+    results["primary_strategy"] = primary_name
     results["n"] = primary["n"]
     results["cells"] = [
         {k: c[k] for k in ("hops", "dr_bin", "n", "error_rate")} for c in primary["cells"]
     ]
-    results["pearson_dr_accuracy_by_hop"] = primary["pearson_dr_accuracy_by_hop"]
-    results["pearson_dr_accuracy_all"] = primary["pearson_dr_accuracy_all"]
-    results["pearson_diagonal"] = primary["pearson_diagonal"]
-    results["diagonal"] = primary["diagonal"]
+    for key in (
+        "r_bin_by_hop",
+        "r_bin_diagonal",
+        "pearson_dr_accuracy_by_hop",
+        "pearson_dr_accuracy_all",
+        "pearson_diagonal",
+        "diagonal",
+    ):
+        results[key] = primary[key]
     results["strategies"] = {name: e["data"] for name, e in strategies.items()}
-    if args.generate_docs:
-        results["generation"] = generation(args, config)
-    else:
-        results["generation"] = {"questions": 0, "by_hops": {}, "skipped": "not run"}
+    results["generation"] = generated
 
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
     save_heatmap(
-        strategies[args.primary]["matrix"],
+        strategies[primary_name]["matrix"],
         out.with_suffix(".png"),
-        title=f"MuSiQue, {args.primary}, {args.model}: error rate (n={primary['n']})",
+        title=f"MuSiQue, {primary_name}, {results['model']}: error rate (n={primary['n']})",
     )
     md_path = out.with_suffix(".md")
     previous = None
     if md_path.is_file():
         match = ANALYSIS.search(md_path.read_text(encoding="utf-8"))
         previous = match.group(0) if match else None
-    ordered = {args.primary: strategies[args.primary]} | {
-        k: v for k, v in strategies.items() if k != args.primary
+    ordered = {primary_name: strategies[primary_name]} | {
+        k: v for k, v in strategies.items() if k != primary_name
     }
     md_path.write_text(
-        markdown({**results, "_matrices": ordered}, args.primary, previous), encoding="utf-8"
+        markdown({**results, "_matrices": ordered}, primary_name, previous), encoding="utf-8"
     )
     print(f"wrote {out}, {md_path}, {out.with_suffix('.png')}")
+
+
+def rerender(out: Path) -> int:
+    """Rewrite the outputs from the per-strategy matrices stored in ``out``."""
+    if not out.is_file():
+        print(f"{out} does not exist; run the benchmark first", file=sys.stderr)
+        return 2
+    stored = json.loads(out.read_text(encoding="utf-8"))
+    strategies = {}
+    for name, data in stored["strategies"].items():
+        matrix = DifficultyMatrix.from_dict(data)
+        strategies[name] = {"matrix": matrix, "data": matrix.to_dict()}
+    keep = ("model", "dataset", "metric", "aggregation", "dr_edges", "dataset_questions")
+    results = {k: stored[k] for k in keep}
+    write_outputs(results, strategies, stored["primary_strategy"], stored["generation"], out)
     return 0
 
 

@@ -273,7 +273,9 @@ def test_mirrored_edges_for_context_equivalence() -> None:
     )
     assert kg.shortest_paths() == []
     added = kg.apply_equivalence(
-        ["elevated ketamine levels in his blood", "elevated ketamine levels"], "context"
+        ["elevated ketamine levels in his blood", "elevated ketamine levels"],
+        "context",
+        within={"1", "2"},
     )
     assert added == 2  # one out-edge and one in-edge copied
     a, b = "elevated ketamine levels in his blood", "elevated ketamine levels"

@@ -233,3 +233,29 @@ def test_trace_timing_split_and_rerank_only_baseline() -> None:
     assert scorer.scored == [d.id for d in initial[:20]]
     assert {d.source for d in baseline.docs[:20]} == {"first_stage"}
     assert len(baseline.docs) == len(initial)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_scorer_scores_are_rejected(bad: float) -> None:
+    initial, graph, table = chain_world(n_first=6)
+    table["r3"] = bad
+    with pytest.raises(ValueError, match=r"the scorer returned non-finite scores \(r3="):
+        run(initial, graph, table, b=2, c=6)
+
+
+def test_non_finite_hook_scores_are_rejected() -> None:
+    initial, graph, table = chain_world(n_first=4)
+
+    def broken(query: str, batch: Sequence[ScoredDoc], index: int) -> BatchFeedback:
+        return BatchFeedback(np.array([float("nan")] * len(batch)))
+
+    with pytest.raises(ValueError, match="the batch hook returned non-finite scores"):
+        neighbourhood_aware_rerank(
+            "q",
+            initial,
+            score=FakeScorer(table),
+            neighbours=graph,
+            chunk_of=chunk,
+            params=NARParams(b=2, c=4),
+            hook=broken,
+        )

@@ -9,8 +9,11 @@ normalize_answer`: lower case, no punctuation, no articles, single spaces):
 * ``cover_em``: the normalised gold answer occurs in the normalised prediction as a whole
   run of tokens (SUNAR's "cover exact match": the answer is covered by the generation);
 * ``acc``: the normalised gold answer is a character substring of the normalised prediction
-  (Adaptive-RAG's accuracy). It differs from ``cover_em`` only at word boundaries, e.g. gold
-  "no" is inside "norway" for ``acc`` but not for ``cover_em``.
+  (the "Acc" column of Adaptive-RAG). It differs from ``cover_em`` only at word boundaries,
+  e.g. gold "no" is inside "norway" for ``acc`` but not for ``cover_em``.
+
+"Acc" / ``acc`` means this substring match everywhere in the package (reports, GRADE's
+correctness, ``adaptive.correct_metric``); cover-EM is always called ``cover_em``.
 
 A gold answer that normalises to the empty string (e.g. "The") matches only an empty
 prediction, so an empty prediction never covers anything else.

@@ -29,6 +29,8 @@ pyterrier-adaptive ``GAR``):
 * A first-stage document may also enter N (line 15 only removes R+). Whichever pool scores it
   first wins; the other pool then skips it. Such a document gets ``source="neighbour"`` and
   keeps its first-stage rank in ``extra["first_stage_rank"]``.
+* Scores must be finite: a NaN or ±inf from the scorer or the batch hook raises ValueError
+  (NaN has no order, so it would corrupt the neighbour pool's priorities and the ranking).
 * Backfilled documents get scores strictly below every scored one
   (``min(scored) - 1 - i``) so that a single sort by score keeps the order; their first-stage
   score is kept in ``extra["first_stage_score"]``.
@@ -41,7 +43,6 @@ look-ups, sorting), so NAR's own overhead can be compared with the scorer's cost
 from __future__ import annotations
 
 import heapq
-import math
 import time
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -111,8 +112,8 @@ class BatchTrace:
             "index": self.index,
             "pool": self.pool,
             "ids": list(self.ids),
-            "scores": [_finite(s) for s in self.scores],
-            "final_scores": [_finite(s) for s in self.final_scores],
+            "scores": list(self.scores),
+            "final_scores": list(self.final_scores),
             "neighbours_added": self.neighbours_added,
             "scoring_ms": round(self.scoring_ms, 3),
             "hook_ms": round(self.hook_ms, 3),
@@ -179,8 +180,18 @@ class NARResult:
     trace: NARTrace
 
 
-def _finite(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None
+def _require_finite(values: np.ndarray, batch: Sequence[ScoredDoc], source: str) -> None:
+    """ValueError naming the documents when ``values`` holds NaN or ±inf."""
+    bad = [
+        f"{doc.id}={value}"
+        for doc, value in zip(batch, values, strict=True)
+        if not np.isfinite(value)
+    ]
+    if bad:
+        raise ValueError(
+            f"{source} returned non-finite scores ({', '.join(bad)}); NAR ranks by score and "
+            "needs finite numbers (check the scorer model and its inputs)"
+        )
 
 
 class _Frontier(NamedTuple):
@@ -344,6 +355,7 @@ def neighbourhood_aware_rerank(
             raise ValueError(
                 f"the scorer returned shape {raw.shape} for a batch of {len(batch)} documents"
             )
+        _require_finite(raw, batch, "the scorer")
         for doc, value in zip(batch, raw, strict=True):
             doc.score = float(value)
 
@@ -359,6 +371,7 @@ def neighbourhood_aware_rerank(
                 raise ValueError(
                     f"the batch hook returned shape {final.shape} for {len(batch)} documents"
                 )
+            _require_finite(final, batch, "the batch hook")
             hook_info = feedback.info
             for doc, before, after in zip(batch, raw, final, strict=True):
                 doc.extra["scorer_score"] = float(before)
@@ -399,8 +412,8 @@ def neighbourhood_aware_rerank(
         use_first_stage = pool == "N"  # alternate C between R and N
 
     # ---- output: R+ by score (stable: earlier batches win ties), then backfill
-    ranked = sorted(scored.values(), key=lambda d: -d.score if math.isfinite(d.score) else math.inf)
-    floor = min((d.score for d in ranked if math.isfinite(d.score)), default=0.0)
+    ranked = sorted(scored.values(), key=lambda d: -d.score)
+    floor = min((d.score for d in ranked), default=0.0)
     backfill = []
     for doc in ranking:
         if doc.id in scored:

@@ -12,9 +12,15 @@ lines of the evaluation harness; :func:`collect_labels` runs A, B and C through
 a labelled JSONL file (one ``{"id", "dataset", "question", "label", "source", "correct"}``
 object per question).
 
-"Answered correctly" uses cover-EM by default (the paper's "Acc": the gold answer occurs in
-the prediction); ``metric`` / ``adaptive.correct_metric`` can switch to ``em`` or ``f1``
-(with ``min_score``).
+"Answered correctly" uses ``cover_em`` by default (SUNAR's cover exact match: the normalised
+gold answer occurs in the prediction as a whole run of tokens); ``metric`` /
+``adaptive.correct_metric`` can switch to ``acc`` (the Adaptive-RAG paper's "Acc": the
+normalised gold answer is a character substring of the prediction, see
+:mod:`rag_complexity_agents.eval.metrics`), ``em`` or ``f1`` (with ``min_score``).
+
+Strategy C defaults to Self-Ask + SUNAR + MER (``DEFAULT_STRATEGIES``,
+``adaptive.c_strategy``), this package's multi-step loop; the paper's C is IRCoT, which is not
+implemented here.
 """
 
 from __future__ import annotations

@@ -11,7 +11,23 @@ A question's difficulty in GRADE (Lee et al.) has two coordinates:
 
 The difficulty matrix bins questions by hops (rows) × D_r quantile bins (columns, quartiles by
 default) and reports per cell the number of questions and the error rate (1 − accuracy) of a
-RAG system, plus the Pearson correlation of D_r with correctness per hop and along the diagonal.
+RAG system. Its headline statistics are GRADE's **bin-level** Pearson correlations (the
+paper's Tables 1 and 3):
+
+* per hop row (``r_bin_by_hop``): r of the cells' mean D_r with their error rates, one point
+  per non-empty cell (4 points with quartiles);
+* along the diagonal (``r_bin_diagonal``): r of the position on the diagonal (2 hops / lowest
+  D_r bin first) with the error rates of its non-empty cells.
+
+A positive r means "harder → more errors". The paper reports r of 0.31–0.98, all positive; its
+table captions say "accuracy", but those positive values and its own reading (a higher D_r
+leads "to reduced accuracy") fit the error rate, which is what is correlated here.
+
+As an extra, the **item-level** (point-biserial) r of each question's D_r with its own 0/1
+correctness is kept (``pearson_dr_accuracy_*``, ``pearson_diagonal``): there a *negative* r
+means "harder → more errors", and it is usually much smaller in magnitude than the bin-level r
+because single answers are not averaged. The paper does not report it.
+
 Nothing here loads a model: similarities come in as numbers.
 """
 
@@ -180,12 +196,15 @@ class Cell:
 
 @dataclass(slots=True)
 class DifficultyMatrix:
-    """Cells, bin edges, and the correlations of D_r with correctness."""
+    """Cells, bin edges, the bin-level correlations of D_r with the error rate (GRADE's
+    statistic) and the item-level correlations of D_r with correctness (an extra)."""
 
     hop_levels: list[int]
     n_bins: int
     edges: list[float]
     cells: list[Cell]
+    r_bin_by_hop: dict[int, float | None]
+    r_bin_diagonal: float | None
     pearson_dr_accuracy_by_hop: dict[int, float | None]
     pearson_dr_accuracy_all: float | None
     diagonal: list[Cell]
@@ -222,6 +241,8 @@ class DifficultyMatrix:
             "n_bins": self.n_bins,
             "dr_edges": [round(e, 6) for e in self.edges],
             "cells": [asdict(c) for c in self.cells],
+            "r_bin_by_hop": {str(k): v for k, v in self.r_bin_by_hop.items()},
+            "r_bin_diagonal": self.r_bin_diagonal,
             "pearson_dr_accuracy_by_hop": {
                 str(k): v for k, v in self.pearson_dr_accuracy_by_hop.items()
             },
@@ -232,6 +253,40 @@ class DifficultyMatrix:
             "error_rate_by_bin": {str(k): v for k, v in self.error_rate_by_bin.items()},
             **self.extra,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DifficultyMatrix:
+        """The matrix of a :meth:`to_dict` result (e.g. a saved report); the bin-level r are
+        recomputed from its cells, so reports written before they existed gain them."""
+        known = {f for f in cls.__dataclass_fields__ if f != "extra"} | {
+            "dr_edges",
+            "r_bin_by_hop",
+            "r_bin_diagonal",
+        }
+        levels = [int(h) for h in data["hop_levels"]]
+        cells = [Cell(**c) for c in data["cells"]]
+        diagonal = [Cell(**c) for c in data["diagonal"]]
+        by_hop, diag = bin_correlations(cells, levels, diagonal)
+
+        def by_int(mapping: Mapping[str, Any]) -> dict[int, Any]:
+            return {int(k): v for k, v in mapping.items()}
+
+        return cls(
+            hop_levels=levels,
+            n_bins=int(data["n_bins"]),
+            edges=[float(e) for e in data["dr_edges"]],
+            cells=cells,
+            r_bin_by_hop=by_hop,
+            r_bin_diagonal=diag,
+            pearson_dr_accuracy_by_hop=by_int(data["pearson_dr_accuracy_by_hop"]),
+            pearson_dr_accuracy_all=data["pearson_dr_accuracy_all"],
+            diagonal=diagonal,
+            pearson_diagonal=data["pearson_diagonal"],
+            error_rate_by_hop=by_int(data["error_rate_by_hop"]),
+            error_rate_by_bin=by_int(data["error_rate_by_bin"]),
+            n=int(data["n"]),
+            extra={k: v for k, v in data.items() if k not in known},
+        )
 
 
 def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -255,6 +310,24 @@ def diagonal_bins(hop_levels: Sequence[int], n_bins: int) -> dict[int, int]:
     return {h: round(i * (n_bins - 1) / (len(levels) - 1)) for i, h in enumerate(levels)}
 
 
+def bin_correlations(
+    cells: Sequence[Cell], hop_levels: Sequence[int], diagonal: Sequence[Cell]
+) -> tuple[dict[int, float | None], float | None]:
+    """GRADE's bin-level Pearson r: per hop level, of the non-empty cells' mean D_r with their
+    error rates; along ``diagonal`` (in order), of the cell's position with its error rate.
+    None where r is undefined (fewer than two non-empty cells, or a constant error rate)."""
+    by_hop: dict[int, float | None] = {}
+    for h in hop_levels:
+        row = [
+            (c.dr_mean, c.error_rate)
+            for c in cells
+            if c.hops == h and c.dr_mean is not None and c.error_rate is not None
+        ]
+        by_hop[h] = pearson([x for x, _ in row], [y for _, y in row])
+    points = [(i, c.error_rate) for i, c in enumerate(diagonal) if c.error_rate is not None]
+    return by_hop, pearson([float(i) for i, _ in points], [e for _, e in points])
+
+
 def _rate(values: Iterable[float]) -> float | None:
     vals = list(values)
     return float(1.0 - np.mean(vals)) if vals else None
@@ -270,9 +343,9 @@ def difficulty_matrix(
     """Bin ``items`` by hops × D_r quantile bins; error rate and count per cell.
 
     ``edges`` (inner bin edges) default to the quantiles of the items' D_r; pass edges from
-    another set to compare systems on the same bins. Correlations are of D_r with correctness
-    (accuracy 0/1, or a graded score), so a *negative* r means "harder to retrieve → more
-    errors", as in the paper.
+    another set to compare systems on the same bins. The bin-level r (GRADE's statistic, see
+    :func:`bin_correlations`) are positive when error rises with difficulty; the item-level r
+    (``pearson_*``: D_r with each question's correctness) are negative then.
     """
     if not items:
         raise InputError("the difficulty matrix needs at least one answered question")
@@ -310,6 +383,7 @@ def difficulty_matrix(
         if diag_map.get(it.hops) == b
     ]
     pearson_diag = pearson([p for p, _ in on_diag], [c for _, c in on_diag])
+    r_bin_by_hop, r_bin_diagonal = bin_correlations(cells, levels, diagonal)
     hop_rates = {h: _rate(it.correct for it in items if it.hops == h) for h in levels}
     bin_rates = {
         b: _rate(it.correct for it, bb in zip(items, bins, strict=True) if bb == b)
@@ -320,6 +394,8 @@ def difficulty_matrix(
         n_bins=n_bins,
         edges=inner,
         cells=cells,
+        r_bin_by_hop=r_bin_by_hop,
+        r_bin_diagonal=r_bin_diagonal,
         pearson_dr_accuracy_by_hop=by_hop,
         pearson_dr_accuracy_all=pearson(dr, [it.correct for it in items]),
         diagonal=diagonal,
@@ -347,6 +423,7 @@ __all__ = [
     "DifficultyMatrix",
     "aggregate_similarity",
     "assign_bins",
+    "bin_correlations",
     "correctness",
     "cosine_similarities",
     "diagonal_bins",

@@ -789,7 +789,8 @@ class GradeGenerator:
                 valid = self._similar_names(valid, llm.skipped)
                 if len({kg.key(v) for v in valid}) < 2:
                     continue
-                if kg.apply_equivalence(valid, kind):  # type: ignore[arg-type]
+                within = {c.id for c in members}
+                if kg.apply_equivalence(valid, kind, within=within):  # type: ignore[arg-type]
                     applied[kind] += 1
         return dict(applied)
 

@@ -9,8 +9,10 @@ in one of two ways (GRADE §3.1):
   most edges, ties broken by the shorter, then alphabetically first name); the other names
   become its aliases;
 * ``context`` equivalent entities (the same thing only in this cluster's claims) keep their
-  nodes, and each member's in- and out-edges are **mirrored** onto the other members (marked
-  ``mirrored``), so a path can continue through the equivalent entity.
+  nodes, and each member's in- and out-edges *that come from the cluster's claims* are
+  **mirrored** onto the other members (marked ``mirrored``), so a path can continue through the
+  equivalent entity there, and only there: an edge extracted from a claim outside the cluster
+  (where the two names may mean different things) is never copied.
 
 Paths are the shortest directed paths (hence acyclic) between every ordered pair of nodes, of
 2–5 edges by default, one per (start, end) pair, never starting and ending at the same node;
@@ -23,7 +25,7 @@ import itertools
 import random
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -178,51 +180,77 @@ class KnowledgeGraph:
             self.merged_into[other] = canonical
         return canonical
 
-    def mirror(self, names: Sequence[str]) -> int:
-        """Mirror in/out edges among ``context`` equivalent entities; returns edges added.
+    def mirror(self, names: Sequence[str], *, within: Collection[str]) -> int:
+        """Mirror the edges of ``context`` equivalent entities inside one claim cluster;
+        returns the edges added.
 
-        For members a ≠ b: every edge a → x (x ≠ b) is copied as b → x, and every edge
-        x → a (x ≠ b) as x → b, marked ``mirrored`` (an existing extracted edge stays
-        unmarked).
+        ``within`` holds the ids of the cluster's claims (the ``sentence_id`` of their
+        triples): the context in which the LLM judged the names equivalent. For members
+        a ≠ b, every triple of an edge a → x (x ≠ b) that was extracted from a claim in
+        ``within`` is copied onto b → x, and likewise x → a onto x → b, marked ``mirrored``
+        (an existing extracted edge stays unmarked). Triples from other claims, and triples
+        that are themselves mirror copies, are not copied: an equivalence holds only in the
+        context where it was judged.
         """
         keys = sorted({self.key(n) for n in names if self.key(n) in self.graph})
-        added = 0
         if len(keys) < 2:
             return 0
+        scope = set(within)
         snapshot = {
             k: (
-                list(self.graph.out_edges(k, data=True)),
-                list(self.graph.in_edges(k, data=True)),
+                self._cluster_triples(self.graph.out_edges(k, data=True), scope),
+                self._cluster_triples(self.graph.in_edges(k, data=True), scope),
             )
             for k in keys
         }
+        added = 0
         for a in keys:
             outs, ins = snapshot[a]
             for b in keys:
                 if a == b:
                     continue
-                for _, target, data in outs:
-                    if target in (a, b):
-                        continue
-                    if not self.graph.has_edge(b, target):
-                        added += 1
-                    for triple in data["triples"]:
-                        self._add_edge(b, target, triple, mirrored=True)
-                for source, _, data in ins:
-                    if source in (a, b):
-                        continue
-                    if not self.graph.has_edge(source, b):
-                        added += 1
-                    for triple in data["triples"]:
-                        self._add_edge(source, b, triple, mirrored=True)
+                for (_, target), triples in outs.items():
+                    if target != b:
+                        added += self._mirror_edge(b, target, triples)
+                for (source, _), triples in ins.items():
+                    if source != b:
+                        added += self._mirror_edge(source, b, triples)
         return added
 
-    def apply_equivalence(self, names: Sequence[str], kind: Equivalence) -> int:
-        """``always`` → :meth:`merge`, ``context`` → :meth:`mirror`; returns 1/edges changed."""
+    def _cluster_triples(
+        self, edges: Iterable[tuple[str, str, dict[str, Any]]], scope: set[str]
+    ) -> dict[tuple[str, str], list[Triple]]:
+        """The extracted (not mirrored) triples of ``edges`` whose claim is in ``scope``."""
+        out: dict[tuple[str, str], list[Triple]] = {}
+        for s, o, data in edges:
+            found = [
+                t
+                for t in data["triples"]
+                if t.sentence_id in scope and self.key(t.subject) == s and self.key(t.object) == o
+            ]
+            if found:
+                out[s, o] = found
+        return out
+
+    def _mirror_edge(self, s: str, o: str, triples: Sequence[Triple]) -> int:
+        """Add ``triples`` to edge s → o as mirror copies; 1 if the edge is new."""
+        new = int(not self.graph.has_edge(s, o))
+        for triple in triples:
+            self._add_edge(s, o, triple, mirrored=True)
+        return new
+
+    def apply_equivalence(
+        self, names: Sequence[str], kind: Equivalence, *, within: Collection[str] | None = None
+    ) -> int:
+        """``always`` → :meth:`merge` (graph-wide), ``context`` → :meth:`mirror` inside the
+        cluster whose claim ids are ``within`` (required for ``context``); returns 1/edges
+        changed."""
         if kind == "always":
             return 1 if self.merge(names) is not None else 0
         if kind == "context":
-            return self.mirror(names)
+            if within is None:
+                raise InputError("a 'context' equivalence needs its cluster's claim ids (within=)")
+            return self.mirror(names, within=within)
         raise InputError(f"unknown equivalence kind {kind!r}; use 'always' or 'context'")
 
     # ---------------------------------------------------------------- paths
@@ -307,8 +335,9 @@ def sample_paths(
 ) -> list[Path]:
     """Up to ``per_hop`` paths of every hop count in ``hop_range``, drawn with ``seed``.
 
-    Paths whose edges use different triples from different sentences are preferred (a
-    "multi-hop" question over one sentence is not multi-hop), then the rest are drawn.
+    Paths whose edges come from more than one sentence are drawn first (a "multi-hop"
+    question over one sentence is not multi-hop), then the rest. This preference is ours: the
+    paper samples per hop count without it.
     """
     rng = random.Random(seed)
     out: list[Path] = []

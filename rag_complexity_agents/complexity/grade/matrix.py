@@ -5,6 +5,15 @@ metrics; the supporting paragraphs come from the dataset file the run was made o
 2WikiMultiHopQA, ... or a GRADE-generated ``qa.jsonl``). D_r is computed with the packaged
 MiniLM encoder: the cosine of the question with each supporting paragraph (``title\\ntext``,
 as indexed by the pooled corpus), aggregated as configured (``grade.aggregation``).
+
+Two deviations from GRADE's evaluation setting:
+
+* D_r is computed over the dataset's **supporting paragraphs** as they are (MuSiQue's have a
+  median of 80 words), not over the 128–256-token chunks with 50-token overlap that the paper
+  retrieves (GRADE generation does chunk that way: ``corpus.documents.chunk_grade_setting``);
+* correctness is an answer metric of the run file (``grade.metric``, default ``acc``: the
+  normalised gold answer is a substring of the normalised prediction), not the paper's LLM
+  judge answering True/False.
 """
 
 from __future__ import annotations
@@ -132,6 +141,10 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+def _cells(n: int) -> str:
+    return f"{n} cell" if n == 1 else f"{n} cells"
+
+
 def matrix_markdown(matrix: DifficultyMatrix, *, title: str = "GRADE difficulty matrix") -> str:
     """A markdown table (rows = hops, columns = D_r bins; cell = error rate (n)) + stats."""
     edges = [f"{e:.3f}" for e in matrix.edges]
@@ -152,11 +165,23 @@ def matrix_markdown(matrix: DifficultyMatrix, *, title: str = "GRADE difficulty 
         "",
         "Cells: error rate (1 − accuracy) and number of questions.",
         "",
-        "| Pearson r(D_r, correctness) | value |",
-        "|---|---|",
-        *(f"| hops = {h} | {_fmt(r)} |" for h, r in matrix.pearson_dr_accuracy_by_hop.items()),
-        f"| all questions | {_fmt(matrix.pearson_dr_accuracy_all)} |",
-        f"| diagonal (position vs correctness) | {_fmt(matrix.pearson_diagonal)} |",
+        "| Pearson r | bin level (GRADE): D_r vs error rate | item level: D_r vs correctness |",
+        "|---|---|---|",
+        *(
+            f"| hops = {h} ({_cells(sum(matrix.cell(h, b).n > 0 for b in range(matrix.n_bins)))})"
+            f" | {_fmt(matrix.r_bin_by_hop.get(h))} | "
+            f"{_fmt(r)} |"
+            for h, r in matrix.pearson_dr_accuracy_by_hop.items()
+        ),
+        f"| all questions | | {_fmt(matrix.pearson_dr_accuracy_all)} |",
+        f"| diagonal ({_cells(sum(c.n > 0 for c in matrix.diagonal))}; position) | "
+        f"{_fmt(matrix.r_bin_diagonal)} | {_fmt(matrix.pearson_diagonal)} |",
+        "",
+        "Bin level: Pearson r over the non-empty cells of a hop row (cell mean D_r vs error "
+        "rate) or of the diagonal (position vs error rate); positive = harder → more errors "
+        "(GRADE reports 0.31–0.98). Item level: r of each question's D_r (or diagonal "
+        "position) with its own correctness; negative = harder → more errors. — = undefined "
+        "(fewer than two points, or a constant error rate or correctness).",
         "",
         "Diagonal cells (hops, D_r bin → error rate): "
         + ", ".join(
