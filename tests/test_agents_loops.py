@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 from agent_fakes import Script, ScriptedChat, demo_config, demo_home
 
-from rag_complexity_agents.agents.nodes import apply_profile, build_trace, expand_query
+from rag_complexity_agents.agents.retrieve import expand_query
+from rag_complexity_agents.agents.trace import build_trace
 from rag_complexity_agents.agents.registry import PRESETS, build_graph, build_preset
 from rag_complexity_agents.agents.run import arun_graph, astream_graph, run_graph, stream_graph
 from rag_complexity_agents.components import Components
-from rag_complexity_agents.config import Config
+from rag_complexity_agents.config import Config, apply_profile
 from rag_complexity_agents.errors import CorpusError, InputError, ModelServerError
 from rag_complexity_agents.types import RunResult
 
@@ -37,7 +38,7 @@ def parts(home: Path) -> Components:
 
 def make(parts: Components, script: Script, **sections: Any) -> tuple[Components, ScriptedChat]:
     """Components sharing the store/scorer of ``parts`` with a fresh scripted chat."""
-    from rag_complexity_agents.agents.nodes import derive_components
+    from rag_complexity_agents.agents.context import derive_components
 
     cfg = demo_config(parts.config.corpus.home, **sections)
     derived = derive_components(parts, cfg)
@@ -517,7 +518,7 @@ def test_every_agent_strategy_is_a_preset_and_runs_in_the_harness(parts: Compone
 
 
 def test_final_answer_preferences() -> None:
-    from rag_complexity_agents.agents.nodes import final_answer, shorten_answer
+    from rag_complexity_agents.agents.answer import final_answer, shorten_answer
 
     assert final_answer({"mer": {"answer": "Japan", "extraction": "marker"}}) == ("Japan", "mer")
     long = "Based on the evidence provided, the country where he was born is Japan"
