@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from agent_fakes import Script, ScriptedChat, demo_config, demo_home
 
-from rag_complexity_agents.agents.retrieve import expand_query
-from rag_complexity_agents.agents.trace import build_trace
 from rag_complexity_agents.agents.registry import PRESETS, build_graph, build_preset
+from rag_complexity_agents.agents.retrieve import expand_query
 from rag_complexity_agents.agents.run import arun_graph, astream_graph, run_graph, stream_graph
+from rag_complexity_agents.agents.trace import build_trace
 from rag_complexity_agents.components import Components
 from rag_complexity_agents.config import Config, apply_profile
 from rag_complexity_agents.errors import CorpusError, InputError, ModelServerError
