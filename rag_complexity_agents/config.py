@@ -3,12 +3,12 @@
 Precedence (highest first): explicit overrides (CLI flags, ``configurable`` in graphs) →
 environment variables (``RCA_`` prefix, ``__`` between nesting levels, e.g.
 ``RCA_CORPUS__CHUNK_SIZE=256``) → a TOML file (``RCA_CONFIG`` or ``./rca.toml``) → the
-profile (``agents.profile``, see :func:`apply_profile`) → defaults. Paper symbols keep the
-paper's names and defaults; the ``cpu`` profile (the default) gives the paper-sized knobs that
-nobody set the smaller values of :data:`CPU_PROFILE`.
+profile (``agents.profile``, see :mod:`.profiles`) → defaults. Paper symbols keep the paper's
+names and defaults; the ``cpu`` profile (the default) gives the paper-sized knobs that nobody
+set smaller values (:func:`is_set` tells which were set).
 
 Fields that cannot change an answer (paths, endpoints, threads, batch sizes, measurement
-sections) say so with :data:`NO_ANSWER_EFFECT`; :func:`answer_neutral_keys` lists them (a
+sections) say so with :data:`NEUTRAL`; :func:`answer_neutral_keys` lists them (a
 run's fingerprint leaves them out).
 """
 
@@ -28,8 +28,8 @@ from pydantic_settings import (
 
 from .errors import ConfigError
 
-NO_ANSWER_EFFECT: dict[str, Any] = {"affects_answers": False}
-"""Field metadata (``json_schema_extra``) of a knob that cannot change any answer."""
+NEUTRAL: dict[str, Any] = {"json_schema_extra": {"affects_answers": False}}
+"""``Field(..., **NEUTRAL)``: field metadata saying the knob cannot change any answer."""
 
 
 def default_home() -> Path:
@@ -61,20 +61,18 @@ class ModelsConfig(BaseModel):
     home: Path = Field(
         default_factory=default_home,
         description="Packaged models assembled from several wheels are written to <home>/models.",
-        json_schema_extra=NO_ANSWER_EFFECT,
+        **NEUTRAL,
     )
-    ollama_host: str = Field("http://127.0.0.1:11434", json_schema_extra=NO_ANSWER_EFFECT)
-    ollama_timeout_s: float = Field(120.0, gt=0, json_schema_extra=NO_ANSWER_EFFECT)
+    ollama_host: str = Field("http://127.0.0.1:11434", **NEUTRAL)
+    ollama_timeout_s: float = Field(120.0, gt=0, **NEUTRAL)
     n_ctx: int = Field(4096, ge=256, description="llama.cpp context window in tokens.")
     n_threads: int | None = Field(
-        None,
-        description="llama.cpp threads; None = all cores (the cpu profile's default: 1).",
-        json_schema_extra=NO_ANSWER_EFFECT,
+        None, description="llama.cpp threads; None = all cores (cpu profile: 1).", **NEUTRAL
     )
     max_tokens: int = Field(256, ge=1, description="Default generation length.")
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     seed: int = 0
-    embed_batch_size: int = Field(64, ge=1, json_schema_extra=NO_ANSWER_EFFECT)
+    embed_batch_size: int = Field(64, ge=1, **NEUTRAL)
     embedding_cosine_threshold: float = Field(
         0.85, ge=-1.0, le=1.0, description="Cosine at which the 'embedding' equivalence says yes."
     )
@@ -83,20 +81,20 @@ class ModelsConfig(BaseModel):
 class CorpusConfig(BaseModel):
     """Where collections live and how documents become chunks."""
 
-    home: Path = Field(default_factory=default_home, json_schema_extra=NO_ANSWER_EFFECT)
+    home: Path = Field(default_factory=default_home, **NEUTRAL)
     chroma_host: str | None = Field(
         None,
         description="Use a Chroma server (HttpClient) instead of on-disk PersistentClient.",
-        json_schema_extra=NO_ANSWER_EFFECT,
+        **NEUTRAL,
     )
-    chroma_port: int = Field(8000, json_schema_extra=NO_ANSWER_EFFECT)
+    chroma_port: int = Field(8000, **NEUTRAL)
     chunk_size: int = Field(200, ge=16, description="Chunk length in embedding-tokenizer tokens.")
     chunk_overlap: int = Field(40, ge=0)
     ingest_batch_size: int = Field(
         256,
         ge=1,
         description="Chunks embedded and written per step.",
-        json_schema_extra=NO_ANSWER_EFFECT,
+        **NEUTRAL,
     )
 
     @model_validator(mode="after")
@@ -121,7 +119,7 @@ class GraphConfig(BaseModel):
         4096,
         ge=64,
         description="Rows per block of the exact top-k build.",
-        json_schema_extra=NO_ANSWER_EFFECT,
+        **NEUTRAL,
     )
 
 
@@ -131,9 +129,7 @@ class RetrievalConfig(BaseModel):
     mode: Literal["bm25", "dense", "hybrid"] = "hybrid"
     k: int = Field(10, ge=1, description="Documents returned to the caller.")
     first_stage_k: int = Field(
-        100,
-        ge=1,
-        description="R: first-stage list size (paper: 100; the cpu profile's default: 20).",
+        100, ge=1, description="R: first-stage list size (paper: 100; cpu profile: 20)."
     )
     rrf_k: int = Field(60, ge=1, description="Reciprocal-rank-fusion constant.")
 
@@ -144,9 +140,7 @@ class AnswerConfig(BaseModel):
 
     passages: int = Field(3, ge=1, description="Evidence passages per answering prompt.")
     passage_chars: int = Field(
-        700,
-        ge=50,
-        description="Each passage is cut to this length (the cpu profile's default: 400).",
+        700, ge=50, description="Each passage is cut to this length (cpu profile: 400)."
     )
 
 
@@ -205,9 +199,7 @@ class ASUConfig(BaseModel):
         False, description="Re-score NAR batches by answer uncertainty (costs m LLM samples each)."
     )
     m: int = Field(
-        10,
-        ge=1,
-        description="Answers sampled per batch (official code: 10; the cpu profile's default: 3).",
+        10, ge=1, description="Answers sampled per batch (official code: 10; cpu profile: 3)."
     )
     temperature: float = Field(0.3, ge=0.0, le=2.0, description="Sampling temperature (0.3).")
     rule: Literal["strict", "lenient"] = Field(
@@ -215,9 +207,7 @@ class ASUConfig(BaseModel):
         description="'strict' = entailment both ways (the paper, Kuhn et al.); 'lenient' = no "
         "contradiction either way (the official code). Applies to NLI / LLM-judge equivalences.",
     )
-    max_tokens: int = Field(
-        24, ge=1, description="Tokens per sampled answer (the cpu profile's default: 12)."
-    )
+    max_tokens: int = Field(24, ge=1, description="Tokens per sampled answer (cpu profile: 12).")
     max_passage_chars: int = Field(
         600,
         ge=50,
@@ -241,9 +231,7 @@ class MERConfig(BaseModel):
         "cpu profile's default: 4).",
     )
     max_tokens: int = Field(
-        256,
-        ge=1,
-        description="Tokens for the reasoned final answer (the cpu profile's default: 96).",
+        256, ge=1, description="Tokens for the reasoned final answer (cpu profile: 96)."
     )
     max_evidence_chars: int = Field(
         700,
@@ -306,7 +294,7 @@ class AgentsConfig(BaseModel):
     profile: Literal["cpu", "paper"] = Field(
         "cpu",
         description="'cpu' gives the paper-sized knobs nobody set (TOML, environment, flags) "
-        "smaller defaults (config.CPU_PROFILE); 'paper' keeps the paper's defaults.",
+        "smaller defaults (profiles.CPU_PROFILE); 'paper' keeps the paper's defaults.",
     )
 
 
@@ -497,12 +485,12 @@ class Config(BaseSettings):
     mer: MERConfig = Field(default_factory=MERConfig)
     agents: AgentsConfig = Field(default_factory=AgentsConfig)
     # the harness's own knobs and the measurement-only sections: they never change an answer
-    eval: EvalConfig = Field(default_factory=EvalConfig, json_schema_extra=NO_ANSWER_EFFECT)
-    grade: GradeConfig = Field(default_factory=GradeConfig, json_schema_extra=NO_ANSWER_EFFECT)
+    eval: EvalConfig = Field(default_factory=EvalConfig, **NEUTRAL)
+    grade: GradeConfig = Field(default_factory=GradeConfig, **NEUTRAL)
     adaptive: AdaptiveConfig = Field(default_factory=AdaptiveConfig)
-    rrcp: RRCPConfig = Field(default_factory=RRCPConfig, json_schema_extra=NO_ANSWER_EFFECT)
+    rrcp: RRCPConfig = Field(default_factory=RRCPConfig, **NEUTRAL)
     collection: str = Field("demo", min_length=3, max_length=512)
-    max_question_chars: int = Field(4000, ge=16, json_schema_extra=NO_ANSWER_EFFECT)
+    max_question_chars: int = Field(4000, ge=16, **NEUTRAL)
 
     @classmethod
     def settings_customise_sources(
@@ -567,7 +555,7 @@ def is_set(config: BaseModel, dotted: str) -> bool:
 
 
 def answer_neutral_keys(model: type[BaseModel] | None = None, prefix: str = "") -> set[str]:
-    """Dotted keys whose fields say they cannot change an answer (:data:`NO_ANSWER_EFFECT`);
+    """Dotted keys whose fields say they cannot change an answer (:data:`NEUTRAL`);
     a section marked so stands for everything in it."""
     keys: set[str] = set()
     for name, field in (model or Config).model_fields.items():
@@ -580,38 +568,6 @@ def answer_neutral_keys(model: type[BaseModel] | None = None, prefix: str = "") 
         if section is not None:
             keys |= answer_neutral_keys(section, dotted + ".")
     return keys
-
-
-CPU_PROFILE: dict[str, Any] = {
-    "models.n_threads": 1,
-    "retrieval.first_stage_k": 20,
-    "nar.b": 2,
-    "nar.c": 8,
-    "asu.m": 3,
-    "asu.max_tokens": 12,
-    "asu.max_passage_chars": 300,
-    "mer.l": 4,
-    "mer.max_tokens": 96,
-    "mer.max_evidence_chars": 350,
-    "answer.passage_chars": 400,
-}
-"""The ``cpu`` profile: defaults for the paper-sized knobs. A SUNAR run with b = 16, c = 100
-and m = 10 samples 70 answers per sub-question, minutes on two cores. llama.cpp runs on one
-thread: on a CPU shared with other work, all-core llama.cpp was measured 5–7× slower than one
-thread (a 625-token prompt: 95 s vs 17 s on two busy cores)."""
-
-PROFILES: dict[str, dict[str, Any]] = {"cpu": CPU_PROFILE, "paper": {}}
-"""Profile name → the defaults it gives (``paper``: the paper's, i.e. the fields' own)."""
-
-
-def apply_profile(config: Config, profile: str | None = None) -> Config:
-    """``config`` with the profile (default: ``agents.profile``) filling in the knobs nobody
-    set; a value given in the constructor, TOML, environment or an override is kept."""
-    profile = profile or config.agents.profile
-    if profile not in PROFILES:
-        raise ConfigError(f"unknown agents.profile {profile!r}; use 'cpu' or 'paper'")
-    changes = {key: value for key, value in PROFILES[profile].items() if not is_set(config, key)}
-    return config.with_overrides(changes) if changes else config
 
 
 def load_config(path: str | Path | None = None, **overrides: Any) -> Config:

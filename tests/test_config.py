@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from rag_complexity_agents.config import Config, apply_profile, is_set, load_config
+from rag_complexity_agents.config import Config, is_set, load_config
 from rag_complexity_agents.errors import ConfigError, InputError
+from rag_complexity_agents.profiles import apply_profile
 from rag_complexity_agents.text import normalize_answer, validate_question
 
 

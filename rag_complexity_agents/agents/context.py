@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 
 from ..components import Components
-from ..config import AgentsConfig, Config, NARParams, apply_profile
+from ..config import AgentsConfig, Config, NARParams
 from ..errors import ConfigError
+from ..profiles import apply_profile
 from ..retrieval.nar import BatchFeedback, BatchHook
 from ..types import ScoredDoc
 from .state import OPTION_KEYS, plain

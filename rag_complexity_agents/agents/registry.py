@@ -14,8 +14,9 @@ from typing import Any, Protocol
 from langgraph.graph.state import CompiledStateGraph
 
 from ..components import Components
-from ..config import PROFILES, Config
+from ..config import Config
 from ..errors import ConfigError
+from ..profiles import PROFILES
 from .baselines import build_cot, build_no_retrieval, build_single_step
 from .context import check_strategy
 from .ircot import build_ircot

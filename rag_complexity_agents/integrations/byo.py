@@ -218,7 +218,7 @@ class ByoComponents(Components):
 
 
 def _config(config: Config | None, profile: str | None) -> Config:
-    from ..config import apply_profile
+    from ..profiles import apply_profile
 
     return apply_profile(config or Config(), profile)
 

@@ -63,7 +63,7 @@ def make_components(
     keeps them). Given ``components`` are used as they are."""
     if components is not None:
         return components
-    from ..config import apply_profile
+    from ..profiles import apply_profile
 
     cfg = config or Config()
     if collection is not None:
