@@ -528,9 +528,9 @@ def routing_part(
     strategies: dict[str, str],
     classifiers: dict[str, Any],
 ) -> dict[str, Any]:
-    from rag_complexity_agents.agents.nodes import apply_profile
     from rag_complexity_agents.complexity.adaptive.labels import label_from_runs
     from rag_complexity_agents.complexity.adaptive.router import decide_route
+    from rag_complexity_agents.profiles import apply_profile
 
     ids = [r.id for r in records if all(r.id in runs[route] for route in ROUTES)]
     missing = len(records) - len(ids)

@@ -42,7 +42,6 @@ from typing import Any
 
 from _common import ANALYSIS_END, ANALYSIS_START, REPO, machine, read_analysis
 
-from rag_complexity_agents.agents.nodes import apply_profile
 from rag_complexity_agents.config import Config, default_home
 from rag_complexity_agents.corpus.store import CorpusStore
 from rag_complexity_agents.errors import RCAError
@@ -65,6 +64,7 @@ from rag_complexity_agents.eval.strategies import (
     EvalComponents,
     available_strategies,
 )
+from rag_complexity_agents.profiles import apply_profile
 
 DATASETS: dict[str, str] = {"musique": "musique", "2wikimultihopqa": "2wikimultihopqa"}
 

@@ -68,10 +68,9 @@ QUICKSTART = [
         "code",
         """\
 from rag_complexity_agents.components import Components
-from rag_complexity_agents.retrieval.sunar import SunarRetriever
 
 parts = Components(config.with_overrides({"retrieval.first_stage_k": 20, "nar.c": 12, "nar.b": 4}))
-nar = SunarRetriever.from_components(parts, with_asu=False)
+nar = parts.sunar_retriever(with_asu=False)
 for doc in nar.retrieve("Where was the director of Spirited Away born?", 5):
     print(f"{doc.score:.3f} {doc.source:11s} {doc.chunk.title:25s} via={doc.via}")
 """,

@@ -1,18 +1,24 @@
-"""Builds the runtime components (store, retrievers, models) from one Config, lazily."""
+"""The one place that wires things together: the runtime components (store, retrievers,
+models) built from one Config, lazily, and the SUNAR retriever and ASU hook built from them."""
 
 from __future__ import annotations
 
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from .config import Config
+from .config import Config, NARParams
 from .corpus.store import CorpusStore
+from .errors import CorpusError
 from .models.base import Equivalence, Scorer
 from .models.embeddings import SentenceTransformerEmbedder, load_embedder
 from .retrieval.first_stage import FirstStage, make_first_stage
+from .retrieval.nar import BatchHook
+from .retrieval.sunar import MissingGraph, NeighbourGraph, ScoreFn, SunarRetriever
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
+
+    from .retrieval.asu import AnswerSemanticUncertainty
 
 
 class Components:
@@ -41,6 +47,13 @@ class Components:
 
         return load_chat_model(self.config.models.chat, self.config.models, self.config.models.home)
 
+    def owns_chat(self) -> bool:
+        """Whether the chat model in use (if one was made) came from ``models.*`` rather than
+        from the caller (a fake, a model configured by hand)."""
+        from .models.chat import built_from_spec
+
+        return built_from_spec(vars(self).get("chat"))
+
     @cached_property
     def scorer(self) -> Scorer:
         from .models.scorers import load_scorer
@@ -61,3 +74,90 @@ class Components:
             chat=self.chat if spec == "llm" else None,
             cosine_threshold=self.config.models.embedding_cosine_threshold,
         )
+
+    def answer_uncertainty(self) -> AnswerSemanticUncertainty:
+        """A new ASU batch hook from ``asu.*`` with these components' chat model and
+        equivalence."""
+        from .retrieval.asu import AnswerSemanticUncertainty
+
+        a = self.config.asu
+        return AnswerSemanticUncertainty(
+            self.equivalence,
+            chat=self.chat,
+            m=a.m,
+            temperature=a.temperature,
+            max_tokens=a.max_tokens,
+            rule=a.rule,
+            rescore_mode=a.rescore,
+            max_passage_chars=a.max_passage_chars,
+            seed=self.config.models.seed,
+        )
+
+    def sunar_retriever(
+        self,
+        *,
+        with_asu: bool | None = None,
+        asu: BatchHook | None = None,
+        params: NARParams | None = None,
+        missing_graph: MissingGraph | None = None,
+    ) -> SunarRetriever:
+        """A SunarRetriever over these components' store, first stage and scorer. ASU is
+        ``asu`` if given, else a new hook when ``with_asu`` (default: ``asu.enabled``);
+        ``params`` / ``missing_graph`` replace those of ``nar.*``."""
+        enabled = self.config.asu.enabled if with_asu is None else with_asu
+        return sunar_retriever(
+            self.store,
+            self.config,
+            first_stage=self.first_stage,
+            scorer=self.scorer,
+            asu=asu if asu is not None else (self.answer_uncertainty() if enabled else None),
+            params=params,
+            missing_graph=missing_graph,
+        )
+
+
+def sunar_retriever(
+    store: CorpusStore,
+    config: Config,
+    *,
+    first_stage: FirstStage | None = None,
+    scorer: Scorer | ScoreFn | None = None,
+    asu: BatchHook | None = None,
+    params: NARParams | None = None,
+    missing_graph: MissingGraph | None = None,
+) -> SunarRetriever:
+    """A SunarRetriever over a collection, from the config's ``retrieval`` / ``nar`` sections
+    (``params`` / ``missing_graph`` replace those of ``nar``)."""
+    from .models.scorers import load_scorer
+
+    if len(store) == 0:
+        raise CorpusError(
+            f"collection {store.name!r} is empty; add documents with rca index PATH "
+            f"--collection {store.name}"
+        )
+    graph: NeighbourGraph | None
+    graph_error = None
+    try:
+        graph = store.graph
+    except CorpusError as exc:
+        graph, graph_error = None, str(exc).rstrip(".")
+    nar = config.nar
+    return SunarRetriever(
+        first_stage or make_first_stage(store, config.retrieval),
+        scorer
+        or load_scorer(config.models.scorer, embedder=store.embedder, vector_lookup=store.vectors),
+        graph,
+        store.chunk,
+        params=params or NARParams(b=nar.b, c=nar.c, neighbours_per_doc=nar.neighbours_per_doc),
+        first_stage_k=config.retrieval.first_stage_k,
+        pool=nar.pool,
+        asu=asu,
+        missing_graph=missing_graph or nar.missing_graph,
+        graph_error=graph_error,
+        collection_size=len(store),
+        rrf_k=config.retrieval.rrf_k,
+        default_k=config.retrieval.k,
+    )
+
+
+__all__ = ["Components", "sunar_retriever"]

@@ -2,8 +2,14 @@
 
 Precedence (highest first): explicit overrides (CLI flags, ``configurable`` in graphs) →
 environment variables (``RCA_`` prefix, ``__`` between nesting levels, e.g.
-``RCA_CORPUS__CHUNK_SIZE=256``) → a TOML file (``RCA_CONFIG`` or ``./rca.toml``) → defaults.
-Paper symbols keep the paper's names and defaults.
+``RCA_CORPUS__CHUNK_SIZE=256``) → a TOML file (``RCA_CONFIG`` or ``./rca.toml``) → the
+profile (``agents.profile``, see :mod:`.profiles`) → defaults. Paper symbols keep the paper's
+names and defaults; the ``cpu`` profile (the default) gives the paper-sized knobs that nobody
+set smaller values (:func:`is_set` tells which were set).
+
+Fields that cannot change an answer (paths, endpoints, threads, batch sizes, measurement
+sections) say so with :data:`NEUTRAL`; :func:`answer_neutral_keys` lists them (a
+run's fingerprint leaves them out).
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -21,6 +27,9 @@ from pydantic_settings import (
 )
 
 from .errors import ConfigError
+
+NEUTRAL: dict[str, Any] = {"json_schema_extra": {"affects_answers": False}}
+"""``Field(..., **NEUTRAL)``: field metadata saying the knob cannot change any answer."""
 
 
 def default_home() -> Path:
@@ -52,15 +61,18 @@ class ModelsConfig(BaseModel):
     home: Path = Field(
         default_factory=default_home,
         description="Packaged models assembled from several wheels are written to <home>/models.",
+        **NEUTRAL,
     )
-    ollama_host: str = "http://127.0.0.1:11434"
-    ollama_timeout_s: float = Field(120.0, gt=0)
+    ollama_host: str = Field("http://127.0.0.1:11434", **NEUTRAL)
+    ollama_timeout_s: float = Field(120.0, gt=0, **NEUTRAL)
     n_ctx: int = Field(4096, ge=256, description="llama.cpp context window in tokens.")
-    n_threads: int | None = Field(None, description="llama.cpp threads; None = all cores.")
+    n_threads: int | None = Field(
+        None, description="llama.cpp threads; None = all cores (cpu profile: 1).", **NEUTRAL
+    )
     max_tokens: int = Field(256, ge=1, description="Default generation length.")
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     seed: int = 0
-    embed_batch_size: int = Field(64, ge=1)
+    embed_batch_size: int = Field(64, ge=1, **NEUTRAL)
     embedding_cosine_threshold: float = Field(
         0.85, ge=-1.0, le=1.0, description="Cosine at which the 'embedding' equivalence says yes."
     )
@@ -69,14 +81,21 @@ class ModelsConfig(BaseModel):
 class CorpusConfig(BaseModel):
     """Where collections live and how documents become chunks."""
 
-    home: Path = Field(default_factory=default_home)
+    home: Path = Field(default_factory=default_home, **NEUTRAL)
     chroma_host: str | None = Field(
-        None, description="Use a Chroma server (HttpClient) instead of on-disk PersistentClient."
+        None,
+        description="Use a Chroma server (HttpClient) instead of on-disk PersistentClient.",
+        **NEUTRAL,
     )
-    chroma_port: int = 8000
+    chroma_port: int = Field(8000, **NEUTRAL)
     chunk_size: int = Field(200, ge=16, description="Chunk length in embedding-tokenizer tokens.")
     chunk_overlap: int = Field(40, ge=0)
-    ingest_batch_size: int = Field(256, ge=1, description="Chunks embedded and written per step.")
+    ingest_batch_size: int = Field(
+        256,
+        ge=1,
+        description="Chunks embedded and written per step.",
+        **NEUTRAL,
+    )
 
     @model_validator(mode="after")
     def _overlap_smaller_than_chunk(self) -> CorpusConfig:
@@ -96,7 +115,12 @@ class GraphConfig(BaseModel):
     """Neighbourhood graph G (SUNAR §3.1.1): top-k most similar chunks per chunk."""
 
     k: int = Field(100, ge=1, description="Neighbours stored per chunk (paper: 100).")
-    block_size: int = Field(4096, ge=64, description="Rows per block of the exact top-k build.")
+    block_size: int = Field(
+        4096,
+        ge=64,
+        description="Rows per block of the exact top-k build.",
+        **NEUTRAL,
+    )
 
 
 class RetrievalConfig(BaseModel):
@@ -104,7 +128,9 @@ class RetrievalConfig(BaseModel):
 
     mode: Literal["bm25", "dense", "hybrid"] = "hybrid"
     k: int = Field(10, ge=1, description="Documents returned to the caller.")
-    first_stage_k: int = Field(100, ge=1, description="R: first-stage list size (paper: 100).")
+    first_stage_k: int = Field(
+        100, ge=1, description="R: first-stage list size (paper: 100; cpu profile: 20)."
+    )
     rrf_k: int = Field(60, ge=1, description="Reciprocal-rank-fusion constant.")
 
 
@@ -113,16 +139,25 @@ class AnswerConfig(BaseModel):
     (prompt reading is ~60 tokens/s for the packaged 0.5B model)."""
 
     passages: int = Field(3, ge=1, description="Evidence passages per answering prompt.")
-    passage_chars: int = Field(700, ge=50, description="Each passage is cut to this length.")
+    passage_chars: int = Field(
+        700, ge=50, description="Each passage is cut to this length (cpu profile: 400)."
+    )
 
 
-class NARConfig(BaseModel):
-    """Neighbourhood-Aware Retrieval, SUNAR Algorithm 1 (the first-stage size R is
-    ``retrieval.first_stage_k``)."""
+class NARParams(BaseModel):
+    """SUNAR Algorithm 1's knobs (the one source of their defaults and checks): batch size b,
+    budget c, neighbours looked up per scored document."""
 
-    b: int = Field(16, ge=1, description="Batch size b: documents scored per iteration (16).")
+    b: int = Field(
+        16,
+        description="Batch size b: documents scored per iteration (paper: 16; the cpu "
+        "profile's default: 2).",
+    )
     c: int = Field(
-        100, ge=1, description="Re-ranking budget c: documents scored in total per query (100)."
+        100,
+        ge=0,
+        description="Re-ranking budget c: documents scored in total per query (paper: 100; the "
+        "cpu profile's default: 8); 0 scores nothing and keeps the first-stage order.",
     )
     neighbours_per_doc: int = Field(
         10,
@@ -130,6 +165,19 @@ class NARConfig(BaseModel):
         description="Graph neighbours of each scored document added to the neighbour pool N "
         "(paper: 10 of the 100 stored); 0 turns NAR into plain re-ranking.",
     )
+
+    @field_validator("b")
+    @classmethod
+    def _positive_batch(cls, b: int) -> int:
+        if b < 1:
+            raise ValueError(f"NAR batch size b must be at least 1, got {b}")
+        return b
+
+
+class NARConfig(NARParams):
+    """Neighbourhood-Aware Retrieval, SUNAR Algorithm 1 (the first-stage size R is
+    ``retrieval.first_stage_k``), and how :class:`SunarRetriever` feeds it."""
+
     pool: Literal["own", "original", "union"] = Field(
         "union",
         description="Initial ranking R of a sub-question: 'own' = its own first-stage list, "
@@ -150,16 +198,21 @@ class ASUConfig(BaseModel):
     enabled: bool = Field(
         False, description="Re-score NAR batches by answer uncertainty (costs m LLM samples each)."
     )
-    m: int = Field(10, ge=1, description="Answers sampled per batch (official code: 10).")
+    m: int = Field(
+        10, ge=1, description="Answers sampled per batch (official code: 10; cpu profile: 3)."
+    )
     temperature: float = Field(0.3, ge=0.0, le=2.0, description="Sampling temperature (0.3).")
     rule: Literal["strict", "lenient"] = Field(
         "strict",
         description="'strict' = entailment both ways (the paper, Kuhn et al.); 'lenient' = no "
         "contradiction either way (the official code). Applies to NLI / LLM-judge equivalences.",
     )
-    max_tokens: int = Field(24, ge=1, description="Tokens per sampled answer.")
+    max_tokens: int = Field(24, ge=1, description="Tokens per sampled answer (cpu profile: 12).")
     max_passage_chars: int = Field(
-        600, ge=50, description="Each batch passage is cut to this many characters in the prompt."
+        600,
+        ge=50,
+        description="Each batch passage is cut to this many characters in the prompt (the cpu "
+        "profile's default: 300).",
     )
     rescore: Literal["log", "multiplicative"] = Field(
         "log",
@@ -172,11 +225,19 @@ class MERConfig(BaseModel):
     """Meta Evidence Reasoner (SUNAR §3.2, Fig. 4)."""
 
     l: int = Field(  # noqa: E741 - the paper's symbol
-        10, ge=1, description="Top-l evidences across sub-questions given to the reasoner (10)."
+        10,
+        ge=1,
+        description="Top-l evidences across sub-questions given to the reasoner (paper: 10; the "
+        "cpu profile's default: 4).",
     )
-    max_tokens: int = Field(256, ge=1, description="Tokens for the reasoned final answer.")
+    max_tokens: int = Field(
+        256, ge=1, description="Tokens for the reasoned final answer (cpu profile: 96)."
+    )
     max_evidence_chars: int = Field(
-        700, ge=50, description="Each evidence passage is cut to this many characters."
+        700,
+        ge=50,
+        description="Each evidence passage is cut to this many characters (the cpu profile's "
+        "default: 350).",
     )
 
 
@@ -232,8 +293,8 @@ class AgentsConfig(BaseModel):
     )
     profile: Literal["cpu", "paper"] = Field(
         "cpu",
-        description="'cpu' shrinks the paper-sized NAR/ASU/MER knobs that still have their "
-        "default values (see agents.registry.PROFILES); 'paper' keeps them.",
+        description="'cpu' gives the paper-sized knobs nobody set (TOML, environment, flags) "
+        "smaller defaults (profiles.CPU_PROFILE); 'paper' keeps the paper's defaults.",
     )
 
 
@@ -423,12 +484,13 @@ class Config(BaseSettings):
     asu: ASUConfig = Field(default_factory=ASUConfig)
     mer: MERConfig = Field(default_factory=MERConfig)
     agents: AgentsConfig = Field(default_factory=AgentsConfig)
-    eval: EvalConfig = Field(default_factory=EvalConfig)
-    grade: GradeConfig = Field(default_factory=GradeConfig)
+    # the harness's own knobs and the measurement-only sections: they never change an answer
+    eval: EvalConfig = Field(default_factory=EvalConfig, **NEUTRAL)
+    grade: GradeConfig = Field(default_factory=GradeConfig, **NEUTRAL)
     adaptive: AdaptiveConfig = Field(default_factory=AdaptiveConfig)
-    rrcp: RRCPConfig = Field(default_factory=RRCPConfig)
+    rrcp: RRCPConfig = Field(default_factory=RRCPConfig, **NEUTRAL)
     collection: str = Field("demo", min_length=3, max_length=512)
-    max_question_chars: int = Field(4000, ge=16)
+    max_question_chars: int = Field(4000, ge=16, **NEUTRAL)
 
     @classmethod
     def settings_customise_sources(
@@ -447,24 +509,65 @@ class Config(BaseSettings):
         )
 
     def with_overrides(self, overrides: dict[str, Any]) -> Config:
-        """A copy with dotted-key overrides applied, e.g. ``{"graph.k": 16}``; validated."""
-        data = self.model_dump()
+        """A copy with dotted-key overrides applied, e.g. ``{"graph.k": 16}``; validated.
+
+        What was set before stays set and the overridden keys become set; everything else
+        keeps its default (so a profile still applies to it)."""
+        data = self.model_dump(exclude_unset=True)
         for dotted, value in overrides.items():
             if value is None:
                 continue
+            model: type[BaseModel] = Config
             node = data
             *parents, leaf = dotted.split(".")
             for part in parents:
-                if not isinstance(node.get(part), dict):
+                section = _section_model(model, part)
+                if section is None:
                     raise ConfigError(f"unknown config section {dotted!r}")
-                node = node[part]
-            if leaf not in node:
+                model, node = section, node.setdefault(part, {})
+            if leaf not in model.model_fields:
                 raise ConfigError(f"unknown config key {dotted!r}")
             node[leaf] = value
         try:
             return Config.model_validate(data)
         except ValueError as exc:
             raise ConfigError(f"invalid config override: {exc}") from exc
+
+
+def _section_model(model: type[BaseModel], name: str) -> type[BaseModel] | None:
+    field = model.model_fields.get(name)
+    annotation = field.annotation if field is not None else None
+    return (
+        annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    )
+
+
+def is_set(config: BaseModel, dotted: str) -> bool:
+    """Whether ``dotted`` was given a value (constructor, TOML, environment, override)
+    instead of keeping its default."""
+    node = config
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        if part not in node.model_fields_set:
+            return False
+        node = getattr(node, part)
+    return leaf in node.model_fields_set
+
+
+def answer_neutral_keys(model: type[BaseModel] | None = None, prefix: str = "") -> set[str]:
+    """Dotted keys whose fields say they cannot change an answer (:data:`NEUTRAL`);
+    a section marked so stands for everything in it."""
+    keys: set[str] = set()
+    for name, field in (model or Config).model_fields.items():
+        dotted = f"{prefix}{name}"
+        extra = field.json_schema_extra
+        if isinstance(extra, dict) and extra.get("affects_answers") is False:
+            keys.add(dotted)
+            continue
+        section = _section_model(model or Config, name)
+        if section is not None:
+            keys |= answer_neutral_keys(section, dotted + ".")
+    return keys
 
 
 def load_config(path: str | Path | None = None, **overrides: Any) -> Config:

@@ -1,4 +1,5 @@
-"""Test helpers for the agent loops: a scripted fake chat model and a shared demo collection.
+"""Test helpers for the agent loops: a scripted fake chat model (langchain_core's
+``GenericFakeChatModel`` answering by prompt kind) and a shared demo collection.
 
 The fake recognises which prompt it is given by the system message (each prompt format has
 its own), so a script says what to reply per kind of prompt, in order, independent of how
@@ -13,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field
 
 from rag_complexity_agents.agents import no_retrieval
@@ -68,30 +69,19 @@ class Script:
         return reply(human) if callable(reply) else reply
 
 
-class ScriptedChat(BaseChatModel):
-    """A chat model that answers from a :class:`Script` and records every call."""
+class ScriptedChat(GenericFakeChatModel):
+    """langchain_core's generic fake chat model (streaming split into tokens, callbacks) whose
+    reply comes from a :class:`Script` by prompt kind; every call is recorded."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
+    messages: Iterator[AIMessage | str] = Field(default_factory=lambda: iter(()))
     script: Any
     calls: list[dict[str, Any]] = Field(default_factory=list)
     fail_with: Any = None  # an exception to raise on every call (model down)
     temperature: float = 0.0
     seed: int = 0
     max_tokens: int = 256
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted-fake"
-
-    def _reply(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: Any) -> str:
-        if self.fail_with is not None:
-            raise self.fail_with
-        system = next((str(m.content) for m in messages if m.type == "system"), "")
-        human = "\n".join(str(m.content) for m in messages if m.type == "human")
-        kind = KINDS.get(system, "other")
-        self.calls.append({"kind": kind, "human": human, "stop": stop, "kwargs": dict(kwargs)})
-        return str(self.script(kind, human))
 
     def _generate(
         self,
@@ -100,32 +90,15 @@ class ScriptedChat(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        text = self._reply(messages, stop, kwargs)
+        if self.fail_with is not None:
+            raise self.fail_with
+        system = next((str(m.content) for m in messages if m.type == "system"), "")
+        human = "\n".join(str(m.content) for m in messages if m.type == "human")
+        kind = KINDS.get(system, "other")
+        self.calls.append({"kind": kind, "human": human, "stop": stop, "kwargs": dict(kwargs)})
         usage = {"input_tokens": 10, "output_tokens": 2, "total_tokens": 12}
-        message = AIMessage(content=text, usage_metadata=usage)  # type: ignore[arg-type]
+        message = AIMessage(content=str(self.script(kind, human)), usage_metadata=usage)  # type: ignore[arg-type]
         return ChatResult(generations=[ChatGeneration(message=message)])
-
-    def _stream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> Iterator[ChatGenerationChunk]:
-        text = self._reply(messages, stop, kwargs)
-        pieces = text.split(" ")
-        for i, piece in enumerate(pieces):
-            token = piece if i == 0 else " " + piece
-            chunk = ChatGenerationChunk(message=AIMessageChunk(content=token))
-            if run_manager is not None:
-                run_manager.on_llm_new_token(token, chunk=chunk)
-            yield chunk
-        yield ChatGenerationChunk(
-            message=AIMessageChunk(
-                content="",
-                usage_metadata={"input_tokens": 10, "output_tokens": 2, "total_tokens": 12},
-            )
-        )
 
     def kinds(self) -> list[str]:
         return [call["kind"] for call in self.calls]

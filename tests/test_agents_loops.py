@@ -14,12 +14,14 @@ from typing import Any
 import pytest
 from agent_fakes import Script, ScriptedChat, demo_config, demo_home
 
-from rag_complexity_agents.agents.nodes import apply_profile, build_trace, expand_query
 from rag_complexity_agents.agents.registry import PRESETS, build_graph, build_preset
+from rag_complexity_agents.agents.retrieve import expand_query
 from rag_complexity_agents.agents.run import arun_graph, astream_graph, run_graph, stream_graph
+from rag_complexity_agents.agents.trace import build_trace
 from rag_complexity_agents.components import Components
 from rag_complexity_agents.config import Config
 from rag_complexity_agents.errors import CorpusError, InputError, ModelServerError
+from rag_complexity_agents.profiles import apply_profile
 from rag_complexity_agents.types import RunResult
 
 Q = "In which country was the director of Spirited Away born?"
@@ -37,7 +39,7 @@ def parts(home: Path) -> Components:
 
 def make(parts: Components, script: Script, **sections: Any) -> tuple[Components, ScriptedChat]:
     """Components sharing the store/scorer of ``parts`` with a fresh scripted chat."""
-    from rag_complexity_agents.agents.nodes import derive_components
+    from rag_complexity_agents.agents.context import derive_components
 
     cfg = demo_config(parts.config.corpus.home, **sections)
     derived = derive_components(parts, cfg)
@@ -140,21 +142,6 @@ def test_self_ask_always_broken_still_answers(parts: Components) -> None:
     assert result.answer == "Hayao Miyazaki" and t["answer_source"] == "last_intermediate"
 
 
-def test_self_ask_step_limit(parts: Components) -> None:
-    counter = itertools.count(1)
-    script = spirited(
-        self_ask=lambda human: (
-            "So the final answer is: Japan"
-            if "No more follow-up" in human
-            else f"Follow up: Which place number {next(counter)} matters?"
-        )
-    )
-    result, _ = run(parts, "self_ask", script, agents={"max_steps": 2})
-    t = result.trace
-    assert len(t["steps"]) == 2 and t["stop_reason"] == "max_steps"
-    assert result.answer == "Japan" and t["answer_source"] == "forced_final"
-
-
 def test_self_ask_repeated_follow_up_stops(parts: Components) -> None:
     script = spirited(self_ask="Follow up: Who directed Spirited Away?")
     result, _ = run(parts, "self_ask", script)
@@ -194,23 +181,6 @@ def test_react_normal_run_with_lookup(parts: Components) -> None:
     assert t["retrieval_calls"] == 1
 
 
-def test_react_format_break_and_step_limit(parts: Components) -> None:
-    broken, _ = run(parts, "react", Script(react="I have no idea.", answer="x"))
-    assert broken.trace["stop_reason"] == "format_error" and broken.answer
-    assert broken.trace["steps"][0]["sub_question"] == Q  # fell back to searching the question
-    counter = itertools.count(1)
-    looping = Script(
-        react=lambda human: (
-            "Thought: done\nAction: Finish[Japan]"
-            if "No more searches" in human
-            else f"Thought: more\nAction: Search[topic {next(counter)}]"
-        )
-    )
-    limited, _ = run(parts, "react", looping, agents={"max_steps": 3})
-    assert limited.trace["stop_reason"] == "max_steps" and len(limited.trace["steps"]) == 3
-    assert limited.answer == "Japan" and limited.trace["answer_source"] == "forced_final"
-
-
 # ------------------------------------------------------------------------------ SearChain
 
 
@@ -245,23 +215,6 @@ def test_searchain_unsolved_query_is_filled_then_final(parts: Components) -> Non
     assert result.trace["steps"][0]["status"] == "filled" and result.answer == "Hayao Miyazaki"
 
 
-def test_searchain_format_break_and_step_limit(parts: Components) -> None:
-    broken, _ = run(parts, "searchain", Script(searchain="nonsense", answer="Tokyo"))
-    assert broken.trace["stop_reason"] == "format_error" and broken.answer == "Tokyo"
-    counter = itertools.count(1)
-    endless = Script(
-        searchain=lambda human: (
-            "[Final Answer]: Japan"
-            if "Write only" in human
-            else f"[Query 1]: Question {next(counter)}?\n[Unsolved Query]: Question?"
-        ),
-        answer="something",
-    )
-    limited, _ = run(parts, "searchain", endless, agents={"max_steps": 2})
-    assert limited.trace["stop_reason"] == "max_steps" and len(limited.trace["steps"]) <= 2
-    assert limited.answer == "Japan"
-
-
 # ------------------------------------------------------------------------------ IRCoT, baselines
 
 
@@ -278,16 +231,6 @@ def test_ircot_normal_and_limits(parts: Components) -> None:
     assert t["steps"][1]["sub_question"] == "Spirited Away was directed by Hayao Miyazaki."
     stuck, _ = run(parts, "ircot", Script(ircot="The film is famous."))
     assert stuck.trace["stop_reason"] == "no_progress" and stuck.answer
-    counter = itertools.count(1)
-    endless = Script(
-        ircot=lambda human: (
-            "So the answer is: Japan"
-            if "last sentence" in human
-            else f"Fact number {next(counter)}."
-        )
-    )
-    limited, _ = run(parts, "ircot", endless, agents={"max_steps": 2})
-    assert limited.trace["stop_reason"] == "max_steps" and limited.answer == "Japan"
 
 
 def test_baselines(parts: Components) -> None:
@@ -300,6 +243,83 @@ def test_baselines(parts: Components) -> None:
     assert chat.kinds() == ["no_retrieval"]
     broken, _ = run(parts, "cot", Script(cot=""))
     assert broken.trace["stop_reason"] == "format_error" and broken.answer == "unknown"
+
+
+# ------------------------------------------------------------------------------ every loop
+
+
+def _endless(loop: str) -> Script:
+    """A script that never stops on its own until the loop forces a final answer."""
+    counter = itertools.count(1)
+    if loop == "self_ask":
+        return spirited(
+            self_ask=lambda human: (
+                "So the final answer is: Japan"
+                if "No more follow-up" in human
+                else f"Follow up: Which place number {next(counter)} matters?"
+            )
+        )
+    if loop == "react":
+        return Script(
+            react=lambda human: (
+                "Thought: done\nAction: Finish[Japan]"
+                if "No more searches" in human
+                else f"Thought: more\nAction: Search[topic {next(counter)}]"
+            )
+        )
+    if loop == "searchain":
+        return Script(
+            searchain=lambda human: (
+                "[Final Answer]: Japan"
+                if "Write only" in human
+                else f"[Query 1]: Question {next(counter)}?\n[Unsolved Query]: Question?"
+            ),
+            answer="something",
+        )
+    return Script(
+        ircot=lambda human: (
+            "So the answer is: Japan"
+            if "last sentence" in human
+            else f"Fact number {next(counter)}."
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("loop", "max_steps", "exact", "source"),
+    [
+        ("self_ask", 2, True, "forced_final"),
+        ("react", 3, True, "forced_final"),
+        ("searchain", 2, False, None),
+        ("ircot", 2, False, None),
+    ],
+)
+def test_step_limit(
+    parts: Components, loop: str, max_steps: int, exact: bool, source: str | None
+) -> None:
+    result, _ = run(parts, loop, _endless(loop), agents={"max_steps": max_steps})
+    t = result.trace
+    assert t["stop_reason"] == "max_steps" and result.answer == "Japan"
+    assert len(t["steps"]) == max_steps if exact else len(t["steps"]) <= max_steps
+    if source is not None:
+        assert t["answer_source"] == source
+
+
+@pytest.mark.parametrize(
+    ("loop", "script", "answer"),
+    [
+        ("react", Script(react="I have no idea.", answer="x"), None),
+        ("searchain", Script(searchain="nonsense", answer="Tokyo"), "Tokyo"),
+    ],
+)
+def test_format_break_falls_back_to_the_question(
+    parts: Components, loop: str, script: Script, answer: str | None
+) -> None:
+    broken, _ = run(parts, loop, script)
+    assert broken.trace["stop_reason"] == "format_error" and broken.answer
+    assert broken.trace["steps"][0]["sub_question"] == Q  # searched the question itself
+    if answer is not None:
+        assert broken.answer == answer
 
 
 # ------------------------------------------------------------------------------ ASU edges
@@ -517,7 +537,7 @@ def test_every_agent_strategy_is_a_preset_and_runs_in_the_harness(parts: Compone
 
 
 def test_final_answer_preferences() -> None:
-    from rag_complexity_agents.agents.nodes import final_answer, shorten_answer
+    from rag_complexity_agents.agents.answer import final_answer, shorten_answer
 
     assert final_answer({"mer": {"answer": "Japan", "extraction": "marker"}}) == ("Japan", "mer")
     long = "Based on the evidence provided, the country where he was born is Japan"

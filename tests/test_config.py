@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from rag_complexity_agents.config import Config, load_config
+from rag_complexity_agents.config import Config, is_set, load_config
 from rag_complexity_agents.errors import ConfigError, InputError
+from rag_complexity_agents.profiles import apply_profile
 from rag_complexity_agents.text import normalize_answer, validate_question
 
 
@@ -51,3 +52,34 @@ def test_question_validation() -> None:
 def test_normalize_answer() -> None:
     assert normalize_answer("The  U.S.A.!") == "usa"
     assert normalize_answer("an Apple a day") == "apple day"
+
+
+def test_cpu_profile_fills_in_only_what_nobody_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an explicit value equal to the paper default is the user's choice: it stays
+    assert apply_profile(Config().with_overrides({"nar.c": 100}), "cpu").nar.c == 100
+    toml = tmp_path / "rca.toml"
+    toml.write_text("[nar]\nc = 100\n")
+    from_file = apply_profile(load_config(toml), "cpu")
+    assert from_file.nar.c == 100 and from_file.nar.b == 2 and from_file.asu.m == 3
+    # overrides keep what was set before them
+    assert apply_profile(load_config(toml).with_overrides({"nar.b": 4}), "cpu").nar.c == 100
+    monkeypatch.setenv("RCA_NAR__C", "100")
+    assert apply_profile(Config(), "cpu").nar.c == 100
+    monkeypatch.delenv("RCA_NAR__C")
+    # what nobody set takes the profile's value; 'paper' keeps the paper's
+    unset = apply_profile(Config(), "cpu")
+    assert unset.nar.c == 8 and unset.models.n_threads == 1
+    assert apply_profile(Config(), "paper").nar.c == 100
+    assert is_set(unset, "nar.c") and not is_set(Config(), "nar.c")
+    with pytest.raises(ConfigError, match=r"unknown agents\.profile"):
+        apply_profile(Config(), "gpu")
+
+
+def test_nar_params_are_checked_in_one_place() -> None:
+    with pytest.raises(ConfigError, match="batch size b must be at least 1"):
+        Config().with_overrides({"nar.b": 0})
+    assert Config().with_overrides({"nar.c": 0}).nar.c == 0  # scores nothing: first-stage order
+    with pytest.raises(ConfigError, match="greater than or equal"):
+        Config().with_overrides({"nar.c": -1})

@@ -353,3 +353,35 @@ def test_killed_subprocess_loses_nothing_and_resumes(
     assert _clean(out) == _clean(reference)
     ids = [line["id"] for line in read_run(out)]
     assert len(ids) == len(set(ids)) == N_QUESTIONS
+
+
+def test_fingerprint_leaves_out_the_fields_that_say_they_cannot_change_answers() -> None:
+    from rag_complexity_agents.config import Config, answer_neutral_keys
+    from rag_complexity_agents.eval.harness import run_fingerprint, semantic_settings
+
+    # the keys the hand-kept list of earlier versions named: fingerprints stay as they were
+    assert answer_neutral_keys() == {
+        "models.home",
+        "models.n_threads",
+        "models.ollama_host",
+        "models.ollama_timeout_s",
+        "models.embed_batch_size",
+        "corpus.home",
+        "corpus.chroma_host",
+        "corpus.chroma_port",
+        "corpus.ingest_batch_size",
+        "graph.block_size",
+        "max_question_chars",
+        "eval",
+        "grade",
+        "rrcp",
+    }
+    config = Config()
+    settings = semantic_settings(config)
+    assert "nar.c" in settings and "models.chat" in settings
+    assert not any(k.startswith(("eval.", "grade.", "rrcp.", "corpus.home")) for k in settings)
+    neutral = config.with_overrides({"models.n_threads": 3, "eval.concurrency": 4})
+    semantic = config.with_overrides({"nar.c": 5})
+    same = run_fingerprint(config, "self_ask", "a.jsonl")
+    assert run_fingerprint(neutral, "self_ask", "a.jsonl") == same
+    assert run_fingerprint(semantic, "self_ask", "a.jsonl") != same

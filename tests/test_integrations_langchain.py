@@ -27,7 +27,6 @@ from rag_complexity_agents.integrations.langchain import (
     as_runnable,
     as_tool,
 )
-from rag_complexity_agents.retrieval.sunar import SunarRetriever
 
 QUESTION = "Where was the director of Spirited Away born?"
 SMOL = {"chat": "llamacpp:smollm2-135m", "n_threads": 1}
@@ -169,7 +168,7 @@ def test_byo_retriever_without_ids_gets_content_hash_ids_and_a_graph(byo_parts: 
     assert content_id(first.page_content, first.metadata["title"]) == expected  # stable
     neighbours = corpus.graph.neighbours(expected, 5)
     assert len(neighbours) == 5 and all(n != expected for n, _ in neighbours)
-    retriever = SunarRetriever.from_components(byo_parts, with_asu=False)
+    retriever = byo_parts.sunar_retriever(with_asu=False)
     docs = retriever.retrieve("Who directed the film The Shape of Water?", 4)
     assert docs and all(d.id in set(corpus.ids) for d in docs)
     assert retriever.trace["first_stage"].startswith("langchain:KeywordRetriever")

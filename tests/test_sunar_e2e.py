@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from rag_complexity_agents.components import sunar_retriever
 from rag_complexity_agents.config import Config
 from rag_complexity_agents.corpus.demo import DEMO_CORPUS, load_demo_questions
 from rag_complexity_agents.corpus.documents import iter_documents
@@ -51,7 +52,7 @@ def demo_store(demo_config: Config) -> CorpusStore:
 
 @pytest.fixture(scope="module")
 def retriever(demo_store: CorpusStore, demo_config: Config) -> SunarRetriever:
-    return SunarRetriever.from_store(demo_store, demo_config)
+    return sunar_retriever(demo_store, demo_config)
 
 
 def _doc_ids(store: CorpusStore, docs: list[Any]) -> set[str]:
@@ -99,7 +100,7 @@ def test_pool_policies(demo_store: CorpusStore, demo_config: Config) -> None:
     lists = {}
     for pool in ("own", "original", "union"):
         cfg = demo_config.with_overrides({"nar.pool": pool})
-        r = SunarRetriever.from_store(demo_store, cfg)
+        r = sunar_retriever(demo_store, cfg)
         ranking, info = r.initial_ranking(sub, original)
         lists[pool] = [d.id for d in ranking]
         assert info["pool_used"] == pool
@@ -107,13 +108,13 @@ def test_pool_policies(demo_store: CorpusStore, demo_config: Config) -> None:
     assert own != orig and set(lists["union"]) == own | orig
     assert len(lists["own"]) == len(lists["original"]) == 20
     # without an original question every policy falls back to the query's own list
-    r = SunarRetriever.from_store(demo_store, demo_config.with_overrides({"nar.pool": "original"}))
+    r = sunar_retriever(demo_store, demo_config.with_overrides({"nar.pool": "original"}))
     ranking, info = r.initial_ranking(sub, None)
     assert [d.id for d in ranking] == lists["own"] and info["pool_used"] == "own"
 
 
 def test_bad_input(demo_store: CorpusStore, demo_config: Config) -> None:
-    retriever = SunarRetriever.from_store(demo_store, demo_config)
+    retriever = sunar_retriever(demo_store, demo_config)
     # k larger than the collection: everything NAR ranked, flagged in the trace
     docs = retriever.retrieve("Who directed Spirited Away?", 10_000)
     assert 40 <= len(docs) <= len(demo_store) and retriever.trace["k_capped"] is True
@@ -126,17 +127,17 @@ def test_bad_input(demo_store: CorpusStore, demo_config: Config) -> None:
     # an empty collection
     empty = CorpusStore.open_or_create("empty-collection", demo_config)
     with pytest.raises(CorpusError, match="empty"):
-        SunarRetriever.from_store(empty, demo_config)
+        sunar_retriever(empty, demo_config)
 
     # a collection whose graph is unusable (behind its chunks)
     stale = CorpusStore.open("demo", demo_config)
     stale.manifest.graph_rows = 0  # in memory only: the files stay intact
     with pytest.raises(CorpusError, match="graph"):
-        SunarRetriever.from_store(stale, demo_config)
+        sunar_retriever(stale, demo_config)
     fallback_cfg = demo_config.with_overrides({"nar.missing_graph": "rerank"})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        fallback = SunarRetriever.from_store(stale, fallback_cfg)
+        fallback = sunar_retriever(stale, fallback_cfg)
     assert any("re-ranking without neighbours" in str(w.message) for w in caught)
     docs = fallback.retrieve("Who directed Spirited Away?", 10)
     assert len(docs) == 10 and {d.source for d in docs} == {"first_stage"}
@@ -177,7 +178,7 @@ def test_asu_and_mer_with_the_packaged_chat_model(
     cfg = demo_config.with_overrides(
         {"nar.b": 4, "nar.c": 8, "retrieval.first_stage_k": 8, "nar.pool": "own"}
     )
-    retriever = SunarRetriever.from_store(demo_store, cfg, asu=asu)
+    retriever = sunar_retriever(demo_store, cfg, asu=asu)
     question = load_demo_questions()[21]  # Parasite -> Bong Joon-ho -> Daegu
     rankings, path = [], []
     for step in question["decomposition"]:

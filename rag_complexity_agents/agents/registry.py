@@ -16,9 +16,10 @@ from langgraph.graph.state import CompiledStateGraph
 from ..components import Components
 from ..config import Config
 from ..errors import ConfigError
+from ..profiles import PROFILES
 from .baselines import build_cot, build_no_retrieval, build_single_step
+from .context import check_strategy
 from .ircot import build_ircot
-from .nodes import CPU_PROFILE, RETRIEVAL_STRATEGIES
 from .react import build_react
 from .searchain import build_searchain
 from .self_ask import build_self_ask
@@ -84,8 +85,6 @@ def _presets() -> dict[str, Preset]:
 
 PRESETS: dict[str, Preset] = _presets()
 
-PROFILES: dict[str, dict[str, Any]] = {"cpu": dict(CPU_PROFILE), "paper": {}}
-
 
 def build_graph(
     loop: str,
@@ -100,11 +99,8 @@ def build_graph(
     """The compiled graph of ``loop`` (ConfigError for unknown loops or strategies)."""
     if loop not in LOOPS:
         raise ConfigError(f"unknown loop {loop!r}; available: {', '.join(LOOPS)}")
-    if retrieval is not None and retrieval not in RETRIEVAL_STRATEGIES:
-        raise ConfigError(
-            f"unknown retrieval strategy {retrieval!r}; use one of "
-            + ", ".join(RETRIEVAL_STRATEGIES)
-        )
+    if retrieval is not None:
+        check_strategy(retrieval)
     builder = LOOPS[loop][0]
     return builder(
         config,

@@ -20,7 +20,8 @@ from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 
 from ..types import RunResult
-from .nodes import build_trace, final_answer
+from .answer import final_answer
+from .trace import build_trace
 
 Graph = CompiledStateGraph[Any, Any, Any, Any]
 StreamMode = str

@@ -10,55 +10,34 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import Config
+from ..config import Config, answer_neutral_keys
 from ..errors import InputError
 from .cache import LLMCallCache
 from .datasets import default_data_dir, load_records, resolve_dataset
 from .runner import RunSummary, run_eval
 from .strategies import EvalComponents, build_strategy, get_strategy_spec
 
-#: Config keys that do not change answers (paths, endpoints, threads, batch sizes, the
-#: harness's own knobs, the measurement sections); they are left out of a run's fingerprint.
-NON_SEMANTIC_KEYS: frozenset[str] = frozenset(
-    {
-        "models.home",
-        "models.n_threads",
-        "models.ollama_host",
-        "models.ollama_timeout_s",
-        "models.embed_batch_size",
-        "corpus.home",
-        "corpus.chroma_host",
-        "corpus.chroma_port",
-        "corpus.ingest_batch_size",
-        "graph.block_size",
-        "max_question_chars",
-        "eval",
-        # measurement-only sections: they score questions and runs, never change an answer
-        "grade",
-        "rrcp",
-    }
-)
 
-
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def _flatten(data: dict[str, Any], skip: set[str], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for key, value in data.items():
         dotted = f"{prefix}{key}"
-        if dotted in NON_SEMANTIC_KEYS:
+        if dotted in skip:
             continue
         if isinstance(value, dict):
-            flat.update(_flatten(value, dotted + "."))
+            flat.update(_flatten(value, skip, dotted + "."))
         else:
             flat[dotted] = value
     return flat
 
 
 def semantic_settings(config: Config, *, uses_retrieval: bool = True) -> dict[str, Any]:
-    """The config values that can change answers, flattened to dotted keys.
+    """The config values that can change answers, flattened to dotted keys: every field but
+    those that say they cannot (:func:`~rag_complexity_agents.config.answer_neutral_keys`).
 
     Without retrieval only the ``models.*`` values matter.
     """
-    flat = _flatten(config.model_dump(mode="json"))
+    flat = _flatten(config.model_dump(mode="json"), answer_neutral_keys())
     if not uses_retrieval:
         flat = {k: v for k, v in flat.items() if k.startswith("models.")}
     return flat

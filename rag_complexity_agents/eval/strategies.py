@@ -63,7 +63,13 @@ class EvalComponents(Components):
     @cached_property
     def chat(self) -> BaseChatModel:
         base = Components.chat.func(self)  # type: ignore[attr-defined]
-        return with_llm_cache(base, self.llm_cache)
+        self._cached_chat = with_llm_cache(base, self.llm_cache)
+        return self._cached_chat
+
+    def owns_chat(self) -> bool:
+        """Whether the chat model in use came from ``models.*`` (also through the cache)."""
+        chat = vars(self).get("chat")
+        return (chat is not None and chat is vars(self).get("_cached_chat")) or super().owns_chat()
 
     @cached_property
     def paragraph_resolver(self) -> Callable[[str], str | None]:

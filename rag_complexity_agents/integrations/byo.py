@@ -7,7 +7,7 @@ retriever / index as the first stage of NAR and of the loops.
 store. Everything that takes components takes them::
 
     parts = from_langchain(vectorstore, config=Config())
-    SunarRetriever.from_components(parts).retrieve("question", 5)
+    parts.sunar_retriever().retrieve("question", 5)
     build_preset("self_ask_nar", parts.config, components=parts)
 
 How the user's documents become a corpus:
@@ -218,7 +218,7 @@ class ByoComponents(Components):
 
 
 def _config(config: Config | None, profile: str | None) -> Config:
-    from ..agents.nodes import apply_profile
+    from ..profiles import apply_profile
 
     return apply_profile(config or Config(), profile)
 

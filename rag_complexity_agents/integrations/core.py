@@ -63,7 +63,7 @@ def make_components(
     keeps them). Given ``components`` are used as they are."""
     if components is not None:
         return components
-    from ..agents.nodes import apply_profile
+    from ..profiles import apply_profile
 
     cfg = config or Config()
     if collection is not None:
@@ -91,11 +91,7 @@ class RetrievalAdapter:
     def sunar(self) -> SunarRetriever:
         """The underlying :class:`~rag_complexity_agents.retrieval.sunar.SunarRetriever`."""
         if self._retriever is None:
-            from ..retrieval.sunar import SunarRetriever
-
-            self._retriever = SunarRetriever.from_components(
-                self.components, with_asu=self.strategy == "sunar"
-            )
+            self._retriever = self.components.sunar_retriever(with_asu=self.strategy == "sunar")
         return self._retriever
 
     def retrieve(self, query: str, k: int) -> tuple[list[ScoredDoc], dict[str, Any]]:

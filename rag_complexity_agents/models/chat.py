@@ -12,6 +12,7 @@ Loaded models are cached per process per (spec, home, relevant config values).
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -35,6 +36,7 @@ _OLLAMA_INSTALL = "pip install 'rag-complexity-agents[ollama]'"
 
 _CACHE: dict[tuple[Any, ...], BaseChatModel] = {}
 _CACHE_LOCK = threading.Lock()
+_BUILT: weakref.WeakValueDictionary[int, BaseChatModel] = weakref.WeakValueDictionary()
 
 
 def _llamacpp_model(path: Path, config: ModelsConfig) -> LlamaCppChatModel:
@@ -63,7 +65,14 @@ def load_chat_model(spec: str, config: ModelsConfig, home: Path) -> BaseChatMode
         model = _CACHE.get(key)
         if model is None:
             model = _CACHE[key] = _build(spec, config, Path(home).expanduser())
+            _BUILT[id(model)] = model
         return model
+
+
+def built_from_spec(chat: object) -> bool:
+    """Whether ``chat`` was built by :func:`load_chat_model` from a ``models.chat`` spec (and
+    not handed in by a caller, e.g. a fake or a model configured by hand)."""
+    return chat is not None and _BUILT.get(id(chat)) is chat
 
 
 def _build(spec: str, config: ModelsConfig, home: Path) -> BaseChatModel:
@@ -191,6 +200,7 @@ def clear_chat_model_cache() -> None:
 
 __all__ = [
     "ACCEPTED_SPECS",
+    "built_from_spec",
     "clear_chat_model_cache",
     "load_chat_model",
     "make_ollama_chat",

@@ -50,6 +50,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 
 import numpy as np
 
+from ..config import NARParams
 from ..types import Chunk, ScoredDoc
 
 ScoreFn = Callable[[str, Sequence[Chunk]], np.ndarray]
@@ -72,25 +73,6 @@ class BatchHook(Protocol):
     def __call__(self, query: str, batch: Sequence[ScoredDoc], batch_index: int) -> BatchFeedback:
         """``batch`` holds the scorer's scores; return the batch's final scores."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class NARParams:
-    """Algorithm 1's knobs: batch size b, budget c, neighbours looked up per scored document."""
-
-    b: int = 16
-    c: int = 100
-    neighbours_per_doc: int = 10
-
-    def __post_init__(self) -> None:
-        if self.b < 1:
-            raise ValueError(f"NAR batch size b must be at least 1, got {self.b}")
-        if self.c < 0:
-            raise ValueError(f"NAR budget c must not be negative, got {self.c}")
-        if self.neighbours_per_doc < 0:
-            raise ValueError(
-                f"neighbours_per_doc must not be negative, got {self.neighbours_per_doc}"
-            )
 
 
 @dataclass(slots=True)
@@ -453,8 +435,7 @@ def rerank_only(
 
     Same batches, budget and hook as NAR, so the two differ only in the neighbour pool.
     """
-    params = params or NARParams()
-    flat = NARParams(b=params.b, c=params.c, neighbours_per_doc=0)
+    flat = (params or NARParams()).model_copy(update={"neighbours_per_doc": 0})
 
     def no_chunk(doc_id: str) -> Chunk:  # pragma: no cover - never called without neighbours
         raise KeyError(doc_id)

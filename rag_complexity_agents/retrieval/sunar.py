@@ -1,7 +1,8 @@
 """``SunarRetriever``: first stage + NAR (+ optional ASU) behind one ``retrieve(query, k)``.
 
 Plain Python, no LangGraph: the agent graphs, the LlamaIndex/LangChain adapters and the
-benchmarks all call this object.
+benchmarks all call this object. It is built from a collection and a config by
+:func:`rag_complexity_agents.components.sunar_retriever` (or ``Components.sunar_retriever``).
 
 Pool source (``nar.pool``) for a sub-question with ``original_query`` given:
 
@@ -42,9 +43,6 @@ from .first_stage import FirstStage, reciprocal_rank_fusion
 from .nar import BatchHook, NARParams, NARResult, neighbourhood_aware_rerank
 
 if TYPE_CHECKING:
-    from ..components import Components
-    from ..config import Config
-    from ..corpus.store import CorpusStore
     from ..models.base import Scorer
 
 PoolSource = Literal["own", "original", "union"]
@@ -136,84 +134,6 @@ class SunarRetriever:
         self._original_cache: OrderedDict[str, list[ScoredDoc]] = OrderedDict()
         self._original_cache_size = original_cache_size
         self.trace: dict[str, Any] = {}
-
-    # ------------------------------------------------------------------ construction
-    @classmethod
-    def from_store(
-        cls,
-        store: CorpusStore,
-        config: Config,
-        *,
-        first_stage: FirstStage | None = None,
-        scorer: Scorer | ScoreFn | None = None,
-        asu: BatchHook | None = None,
-    ) -> SunarRetriever:
-        """Build from a collection and the config's ``retrieval`` / ``nar`` sections."""
-        from ..models.scorers import load_scorer
-        from .first_stage import make_first_stage
-
-        if len(store) == 0:
-            raise CorpusError(
-                f"collection {store.name!r} is empty; add documents with rca index PATH "
-                f"--collection {store.name}"
-            )
-        graph: NeighbourGraph | None
-        graph_error = None
-        try:
-            graph = store.graph
-        except CorpusError as exc:
-            graph, graph_error = None, str(exc).rstrip(".")
-        nar = config.nar
-        return cls(
-            first_stage or make_first_stage(store, config.retrieval),
-            scorer
-            or load_scorer(
-                config.models.scorer, embedder=store.embedder, vector_lookup=store.vectors
-            ),
-            graph,
-            store.chunk,
-            params=NARParams(b=nar.b, c=nar.c, neighbours_per_doc=nar.neighbours_per_doc),
-            first_stage_k=config.retrieval.first_stage_k,
-            pool=nar.pool,
-            asu=asu,
-            missing_graph=nar.missing_graph,
-            graph_error=graph_error,
-            collection_size=len(store),
-            rrf_k=config.retrieval.rrf_k,
-            default_k=config.retrieval.k,
-        )
-
-    @classmethod
-    def from_components(
-        cls, components: Components, *, with_asu: bool | None = None
-    ) -> SunarRetriever:
-        """Build from :class:`~rag_complexity_agents.components.Components`; ASU is added when
-        ``with_asu`` (default: ``config.asu.enabled``) using the components' chat model and
-        equivalence."""
-        config = components.config
-        asu: BatchHook | None = None
-        if config.asu.enabled if with_asu is None else with_asu:
-            from .asu import AnswerSemanticUncertainty
-
-            a = config.asu
-            asu = AnswerSemanticUncertainty(
-                components.equivalence,
-                chat=components.chat,
-                m=a.m,
-                temperature=a.temperature,
-                max_tokens=a.max_tokens,
-                rule=a.rule,
-                rescore_mode=a.rescore,
-                max_passage_chars=a.max_passage_chars,
-                seed=config.models.seed,
-            )
-        return cls.from_store(
-            components.store,
-            config,
-            first_stage=components.first_stage,
-            scorer=components.scorer,
-            asu=asu,
-        )
 
     # ------------------------------------------------------------------ retrieval
     def _neighbours(self, doc_id: str, n: int) -> list[tuple[str, float]]:
@@ -352,4 +272,11 @@ class SunarRetriever:
         return docs
 
 
-__all__ = ["NeighbourGraph", "PoolSource", "SunarRetriever", "fuse_pools"]
+__all__ = [
+    "MissingGraph",
+    "NeighbourGraph",
+    "PoolSource",
+    "ScoreFn",
+    "SunarRetriever",
+    "fuse_pools",
+]

@@ -3,8 +3,8 @@ LangGraph router over no retrieval (A), single-step retrieval (B) and a multi-st
 
 Modules: :mod:`.labels` (auto-labelling through the evaluation harness), :mod:`.classifier`
 (fine-tuned encoder, TF-IDF baseline, zero-shot LLM, heuristic), :mod:`.router` (the graph),
-:mod:`.strategy` (wiring to real components; the harness strategy ``adaptive``). Importing
-this package registers that strategy.
+:mod:`.strategy` (wiring to real components; the harness strategy ``adaptive``, found through
+its entry point).
 """
 
 from __future__ import annotations
@@ -21,9 +21,7 @@ from .classifier import (
 )
 from .labels import LABELS, auto_label, bias_label, collect_labels, label_from_runs
 from .router import build_router_graph, decide_route
-from .strategy import build_adaptive_router, build_adaptive_strategy, register
-
-register()
+from .strategy import build_adaptive_router, build_adaptive_strategy
 
 __all__ = [
     "LABELS",
@@ -42,6 +40,5 @@ __all__ = [
     "decide_route",
     "label_from_runs",
     "load_classifier",
-    "register",
     "train_classifier",
 ]

@@ -7,9 +7,9 @@ so they share the chat model, the collection and — under the harness — the L
 the classifier is :func:`~.classifier.classifier_from_config` (the trained model in
 ``adaptive.model_dir`` if present, else the zero-shot LLM). Everything loads on first use.
 
-:func:`build_adaptive_strategy` is the harness builder (``rca eval run --strategy adaptive``);
-it is registered by importing this package and also published as an entry point of the group
-``rag_complexity_agents.strategies`` in ``pyproject.toml``.
+:func:`build_adaptive_strategy` is the harness builder (``rca eval run --strategy adaptive``),
+found through its entry point of the group ``rag_complexity_agents.strategies`` in
+``pyproject.toml``.
 """
 
 from __future__ import annotations
@@ -82,16 +82,4 @@ def build_adaptive_strategy(parts: EvalComponents) -> Strategy:
     return run
 
 
-def register() -> None:
-    """Register the harness strategy ``adaptive`` (idempotent)."""
-    from ...eval.strategies import _REGISTRY, register_strategy
-
-    if "adaptive" not in _REGISTRY:
-        register_strategy(
-            "adaptive",
-            build_adaptive_strategy,
-            description="Adaptive-RAG router: complexity classifier → A / B / C",
-        )
-
-
-__all__ = ["build_adaptive_router", "build_adaptive_strategy", "register", "studio_router"]
+__all__ = ["build_adaptive_router", "build_adaptive_strategy", "studio_router"]

@@ -1,0 +1,144 @@
+"""Answers: a sub-question's answer from its evidence, the Meta Evidence Reasoner, and the
+choice of the run's final answer."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..models.calls import ChatReply, call_chat
+from . import no_retrieval
+from .context import NAR_STRATEGIES, AgentContext
+from .prompts import single_step as single_step_prompt
+from .single_step import extract_short_answer
+from .state import AgentState, doc_from_record, doc_record, merge_steps, without_text
+from .steps import Update, copied_exemplar, costs, reasoning_path, step_docs, steps_of, sub_question
+
+UNKNOWN_ANSWER = "unknown"
+MER_SHORT_WORDS = 8
+_CLOSING_CLAUSE = re.compile(
+    r".*\b(?:is|was|are|were)\s+([^,;:]+?)\s*[.!]?\s*$", re.IGNORECASE | re.DOTALL
+)
+
+
+def answer_from_evidence(ctx: AgentContext, state: AgentState, step: int) -> tuple[ChatReply, str]:
+    """(reply, short answer) for the sub-question of ``step`` from its top passages: the
+    single-step prompt, or the no-retrieval prompt without evidence."""
+    sub = sub_question(state, step) or state.get("pending_query", state["question"])
+    docs = [doc_from_record(d) for d in step_docs(state, step)[: ctx.config.answer.passages]]
+    if docs:
+        messages = [
+            ("system", single_step_prompt.SYSTEM),
+            (
+                "human",
+                single_step_prompt.user_message(
+                    sub, docs, max_chars=ctx.config.answer.passage_chars
+                ),
+            ),
+        ]
+    else:
+        messages = [
+            ("system", no_retrieval.SYSTEM),
+            ("human", no_retrieval.user_message(sub)),
+        ]
+    reply = call_chat(ctx.chat, messages, max_tokens=ctx.agents.answer_max_tokens, stop=["\n\n"])
+    return reply, extract_short_answer(reply.text)
+
+
+def answer_sub(state: AgentState, ctx: AgentContext) -> Update:
+    """Answer the pending step's sub-question from its accepted evidence (Self-Ask)."""
+    step = int(state.get("pending_step", 0))
+    reply, answer = answer_from_evidence(ctx, state, step)
+    steps = merge_steps(steps_of(state), [{"index": step, "answer": answer}])
+    return {"steps": steps, **costs(state, reply)}
+
+
+def mer_node(state: AgentState, ctx: AgentContext) -> Update:
+    """Meta Evidence Reasoner: reasoning path + top-l evidence across steps → answer."""
+    from ..retrieval.mer import DEFAULT_EXEMPLARS, MetaEvidenceReasoner, collect_evidence
+    from ..retrieval.mer import extract_final_answer as extract
+
+    question = state["question"]
+    indices = sorted({int(r.get("step", 0)) for r in state.get("retrievals") or []})
+    rankings = [[doc_from_record(d) for d in step_docs(state, i)] for i in indices]
+    rankings = [r for r in rankings if r]
+    score = ctx.parts.scorer.score if rankings and ctx.strategy in NAR_STRATEGIES else None
+    evidence = (
+        collect_evidence(question, rankings, l=ctx.config.mer.l, score=score) if rankings else []
+    )
+    path = reasoning_path(state)
+    reasoner = MetaEvidenceReasoner(
+        ctx.chat,
+        exemplars=DEFAULT_EXEMPLARS[: ctx.agents.mer_exemplars],
+        max_tokens=ctx.config.mer.max_tokens,
+        max_evidence_chars=ctx.config.mer.max_evidence_chars,
+    )
+    reply = call_chat(
+        ctx.chat,
+        reasoner.messages(question, path, evidence),
+        max_tokens=ctx.config.mer.max_tokens,
+        stop=["\nQuestion:", "\nReasoning path so far:", "\n---"],
+    )
+    extracted = extract(reply.text)
+    answer, method = extracted.answer, str(extracted.method)
+    if copied_exemplar(answer, {e.answer for e in DEFAULT_EXEMPLARS}, state):
+        answer, method = "", "copied_exemplar"
+    return {
+        "mer": {
+            "answer": answer,
+            "extraction": method,
+            "output": reply.text,
+            "reasoning_path": [list(p) for p in path],
+            "evidence": without_text([doc_record(d, max_chars=ctx.keep_chars) for d in evidence]),
+            "l": ctx.config.mer.l,
+        },
+        **costs(state, reply),
+    }
+
+
+def shorten_answer(text: str) -> str:
+    """The short answer at the end of a sentence such as 'Based on the evidence, the
+    country where X was born is Japan.' ('' when there is no such closing clause)."""
+    last = re.split(r"(?<=[.!?])\s+", text.strip())[-1] if text.strip() else ""
+    match = _CLOSING_CLAUSE.match(last[-2000:])
+    if not match:
+        return ""
+    answer = match.group(1).strip().strip("\"'*").strip()
+    return answer if 0 < len(answer.split()) <= MER_SHORT_WORDS else ""
+
+
+def final_answer(state: Mapping[str, Any]) -> tuple[str, str]:
+    """(answer, where it came from), in this order: MER's answer when it followed the format
+    or is short; the closing clause of a long unformatted MER reply; the loop's answer; the
+    long MER reply; the last intermediate answer; 'unknown'."""
+    mer = state.get("mer") or {}
+    mer_answer = str(mer.get("answer") or "")
+    loop_answer = str(state.get("loop_answer") or "")
+    if mer_answer:
+        if mer.get("extraction") in ("marker", "answer_is", "answer_line") or (
+            len(mer_answer.split()) <= MER_SHORT_WORDS
+        ):
+            return mer_answer, "mer"
+        short = shorten_answer(mer_answer)
+        if short:
+            return short, "mer (closing clause of an unformatted reply)"
+    if loop_answer:
+        return loop_answer, str(state.get("answer_source") or "loop")
+    if mer_answer:
+        return mer_answer, "mer (unformatted)"
+    for step in reversed(state.get("steps") or []):
+        if step.get("answer"):
+            return str(step["answer"]), "last_intermediate"
+    return UNKNOWN_ANSWER, "none"
+
+
+__all__ = [
+    "MER_SHORT_WORDS",
+    "UNKNOWN_ANSWER",
+    "answer_from_evidence",
+    "answer_sub",
+    "final_answer",
+    "mer_node",
+    "shorten_answer",
+]

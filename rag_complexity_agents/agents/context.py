@@ -1,0 +1,320 @@
+"""Per-run resources of the loops.
+
+A graph is built from a :class:`~rag_complexity_agents.config.Config` (and optionally ready
+:class:`~rag_complexity_agents.components.Components`, e.g. with a fake chat model in tests).
+Each run resolves its knobs from ``config["configurable"]`` and the run context
+(:class:`~.state.RunOptions`: retrieval strategy, MER, model spec, b, c, m, l, max steps, …)
+on top of the profile (``agents.profile``, :func:`~rag_complexity_agents.config.apply_profile`)
+into an :class:`AgentContext`; contexts are cached per distinct knob set and share every
+component the changed knobs do not affect.
+
+**Retrieval strategies** (``agents.retrieval``): ``none``; ``first_stage``; ``rerank`` (the
+scorer over the first-stage pool, no neighbours); ``nar`` (Algorithm 1); ``sunar`` (NAR +
+ASU: every batch re-scored by 1/s).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+
+from ..components import Components
+from ..config import AgentsConfig, Config, NARParams
+from ..errors import ConfigError
+from ..profiles import apply_profile
+from ..retrieval.nar import BatchFeedback, BatchHook
+from ..types import ScoredDoc
+from .state import OPTION_KEYS, plain
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+    from ..retrieval.sunar import SunarRetriever
+
+RETRIEVAL_STRATEGIES = ("none", "first_stage", "rerank", "nar", "sunar")
+NAR_STRATEGIES = ("rerank", "nar", "sunar")
+
+
+def check_strategy(retrieval: str) -> str:
+    """``retrieval`` if it names a retrieval strategy, else a ConfigError."""
+    if retrieval not in RETRIEVAL_STRATEGIES:
+        raise ConfigError(
+            f"unknown retrieval strategy {retrieval!r}; use one of "
+            + ", ".join(RETRIEVAL_STRATEGIES)
+        )
+    return retrieval
+
+
+def _value_of(config: Config, dotted: str) -> Any:
+    value: Any = config
+    for part in dotted.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _same(a: Config, b: Config, *paths: str) -> bool:
+    return all(_value_of(a, p) == _value_of(b, p) for p in paths)
+
+
+_CHAT_KEYS = (
+    "models.chat",
+    "models.home",
+    "models.ollama_host",
+    "models.ollama_timeout_s",
+    "models.n_ctx",
+    "models.n_threads",
+    "models.max_tokens",
+    "models.temperature",
+    "models.seed",
+)
+_CHAT_SPEC_KEYS = ("models.chat", "models.home", "models.ollama_host", "models.ollama_timeout_s")
+_STORE_KEYS = ("collection", "corpus", "graph", "models.embedding", "models.embed_batch_size")
+
+
+def derive_components(base: Components, config: Config) -> Components:
+    """Components for ``config`` that reuse whatever of ``base`` the changes do not affect
+    (a subclass such as the harness's ``EvalComponents`` keeps its class). A chat model the
+    caller handed in is kept when only generation knobs such as threads or temperature
+    change."""
+    if base.config == config:
+        return base
+    derived = copy.copy(base)
+    derived.config = config
+    old = base.config
+    keep_store = _same(old, config, *_STORE_KEYS)
+    injected = "chat" in vars(base) and not base.owns_chat()
+    keep_chat = _same(old, config, *_CHAT_KEYS) or (
+        _same(old, config, *_CHAT_SPEC_KEYS) and injected
+    )
+    rules = {
+        "store": keep_store,
+        "embedder": _same(old, config, "models.embedding", "models.embed_batch_size"),
+        "first_stage": keep_store and _same(old, config, "retrieval"),
+        "scorer": keep_store and _same(old, config, "models.scorer"),
+        "chat": keep_chat,
+        "equivalence": keep_chat
+        and _same(old, config, "models.equivalence", "models.embedding_cosine_threshold"),
+    }
+    for name, keep in rules.items():
+        if not keep:
+            vars(derived).pop(name, None)
+    return derived
+
+
+class MemoisedBatchHook:
+    """Wraps a NAR batch hook (ASU) so that a batch seen before (same query, same documents,
+    same position) is not sent to the LLM again: exploration re-runs NAR with a larger c."""
+
+    def __init__(self, hook: BatchHook, *, max_entries: int = 512) -> None:
+        self.hook = hook
+        self.max_entries = max_entries
+        self._memo: OrderedDict[tuple[Any, ...], BatchFeedback] = OrderedDict()
+        self._lock = threading.Lock()
+        self.misses = 0
+        self.hits = 0
+
+    def reset(self) -> None:
+        """Reset the wrapped hook's per-query state (the memo stays)."""
+        reset = getattr(self.hook, "reset", None)
+        if callable(reset):
+            reset()
+
+    def __call__(self, query: str, batch: Sequence[ScoredDoc], batch_index: int) -> BatchFeedback:
+        key = (query, batch_index, tuple(d.id for d in batch), tuple(d.score for d in batch))
+        with self._lock:
+            cached = self._memo.get(key)
+            if cached is not None:
+                self.hits += 1
+                self._memo.move_to_end(key)
+                return BatchFeedback(cached.scores.copy(), dict(cached.info))
+        feedback = self.hook(query, batch, batch_index)
+        with self._lock:
+            self.misses += 1
+            self._memo[key] = feedback
+            while len(self._memo) > self.max_entries:
+                self._memo.popitem(last=False)
+        return BatchFeedback(feedback.scores.copy(), dict(feedback.info))
+
+
+@dataclass
+class RetrievalResult:
+    """One call of the retrieval strategy: the documents kept, its trace, and how many ASU
+    prompts it sent to the chat model."""
+
+    docs: list[ScoredDoc]
+    trace: dict[str, Any]
+    asu_prompts: int = 0
+
+
+@dataclass
+class AgentContext:
+    """Everything one run needs, resolved from the graph defaults and the run's options."""
+
+    config: Config
+    parts: Components
+    options: dict[str, Any]
+    _retrievers: dict[tuple[str, int], SunarRetriever] = field(default_factory=dict)
+    _locks: dict[tuple[str, int], threading.Lock] = field(default_factory=dict)
+    _asu: MemoisedBatchHook | None = None
+    _guard: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def agents(self) -> AgentsConfig:
+        return self.config.agents
+
+    @property
+    def strategy(self) -> str:
+        return str(self.config.agents.retrieval)
+
+    @property
+    def mer(self) -> bool:
+        return bool(self.config.agents.mer)
+
+    @property
+    def chat(self) -> BaseChatModel:
+        return self.parts.chat
+
+    @property
+    def keep_k(self) -> int:
+        """Documents kept per retrieval: what the answer prompt and MER need."""
+        return max(self.config.answer.passages, self.config.mer.l if self.mer else 1)
+
+    @property
+    def keep_chars(self) -> int:
+        """Characters of passage text kept in the state: what the prompts show."""
+        return max(self.config.answer.passage_chars, self.config.mer.max_evidence_chars)
+
+    def budget(self, extra: int = 0) -> int:
+        """NAR's budget c for a retrieval with ``extra`` documents added by exploration."""
+        return self.config.nar.c + max(0, extra)
+
+    def _asu_hook(self) -> MemoisedBatchHook:
+        if self._asu is None:
+            self._asu = MemoisedBatchHook(self.parts.answer_uncertainty())
+        return self._asu
+
+    def retriever(self, strategy: str, c: int) -> tuple[SunarRetriever, threading.Lock]:
+        """The (cached) SunarRetriever for a NAR-based strategy with budget ``c``."""
+        key = (strategy, c)
+        with self._guard:
+            if key not in self._retrievers:
+                nar = self.config.nar
+                rerank = strategy == "rerank"
+                params = NARParams(
+                    b=nar.b, c=c, neighbours_per_doc=0 if rerank else nar.neighbours_per_doc
+                )
+                self._retrievers[key] = self.parts.sunar_retriever(
+                    with_asu=False,
+                    asu=self._asu_hook() if strategy == "sunar" else None,
+                    params=params,
+                    missing_graph="rerank" if rerank else None,
+                )
+                self._locks[key] = threading.Lock()
+            return self._retrievers[key], self._locks[key]
+
+    def retrieve(
+        self, query: str, original: str | None, *, extra_budget: int = 0
+    ) -> RetrievalResult:
+        """Run the context's retrieval strategy for ``query`` (a sub-question of
+        ``original``); ``extra_budget`` raises NAR's c (exploration)."""
+        strategy = self.strategy
+        k = self.keep_k
+        if strategy == "none":
+            return RetrievalResult([], {"retriever": "none"})
+        if strategy == "first_stage":
+            first = self.parts.first_stage
+            docs = first.search(query, k)
+            return RetrievalResult(docs, {"retriever": "first_stage", "first_stage": first.name})
+        retriever, lock = self.retriever(strategy, self.budget(extra_budget))
+        with lock:
+            before = self._asu.misses if self._asu is not None else 0
+            docs = retriever.retrieve(query, k, original_query=original)
+            trace = dict(retriever.trace)
+            prompts = (self._asu.misses - before) if self._asu is not None else 0
+        trace["retriever"] = strategy
+        return RetrievalResult(docs, trace, asu_prompts=prompts)
+
+
+class ResourceProvider:
+    """Resolves an :class:`AgentContext` per distinct set of run options (cached)."""
+
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        components: Components | None = None,
+        defaults: Mapping[str, Any] | None = None,
+        max_contexts: int = 8,
+    ) -> None:
+        if components is not None and config is not None and components.config != config:
+            components = derive_components(components, config)
+        self.config = config or (components.config if components is not None else Config())
+        self.components = components
+        self.defaults = dict(defaults or {})
+        self._contexts: OrderedDict[str, AgentContext] = OrderedDict()
+        self._lock = threading.Lock()
+        self._max = max_contexts
+
+    @staticmethod
+    def options_of(config: RunnableConfig | None, context: Any = None) -> dict[str, Any]:
+        """Run options from the run context and ``configurable`` (which wins)."""
+        options: dict[str, Any] = {}
+        if isinstance(context, Mapping):
+            options.update(context)
+        elif context is not None and hasattr(context, "__dict__"):
+            options.update({k: v for k, v in vars(context).items() if v is not None})
+        configurable = (config or {}).get("configurable") or {}
+        for key in (*OPTION_KEYS, "overrides"):
+            if key in configurable and configurable[key] is not None:
+                options[key] = configurable[key]
+        return {k: v for k, v in options.items() if k in OPTION_KEYS or k == "overrides"}
+
+    def resolve(self, options: Mapping[str, Any] | None = None) -> AgentContext:
+        """The context of a run with ``options`` on top of the graph's defaults."""
+        merged = {**self.defaults, **{k: v for k, v in (options or {}).items() if v is not None}}
+        key = json.dumps(plain(merged), sort_keys=True)
+        with self._lock:
+            ctx = self._contexts.get(key)
+            if ctx is not None:
+                self._contexts.move_to_end(key)
+                return ctx
+        base = apply_profile(self.config, merged.get("profile"))
+        overrides = {OPTION_KEYS[k]: v for k, v in merged.items() if k in OPTION_KEYS}
+        extra = merged.get("overrides") or {}
+        if not isinstance(extra, Mapping):
+            raise ConfigError("the run option 'overrides' must be a mapping of dotted keys")
+        overrides.update(extra)
+        check_strategy(overrides.get("agents.retrieval", base.agents.retrieval))
+        config = base.with_overrides(overrides) if overrides else base
+        if self.components is None:
+            self.components = Components(self.config)
+        parts = derive_components(self.components, config)
+        ctx = AgentContext(config=config, parts=parts, options=plain(merged))
+        with self._lock:
+            self._contexts[key] = ctx
+            while len(self._contexts) > self._max:
+                self._contexts.popitem(last=False)
+        return ctx
+
+    def context(self, config: RunnableConfig | None, runtime: Any = None) -> AgentContext:
+        """The context of the run a node is called in."""
+        return self.resolve(self.options_of(config, getattr(runtime, "context", None)))
+
+
+__all__ = [
+    "NAR_STRATEGIES",
+    "RETRIEVAL_STRATEGIES",
+    "AgentContext",
+    "MemoisedBatchHook",
+    "ResourceProvider",
+    "RetrievalResult",
+    "check_strategy",
+    "derive_components",
+]

@@ -1,0 +1,160 @@
+"""The pluggable retrieval node and its ASU edges.
+
+``retrieve`` runs the run's retrieval strategy (:mod:`.context`) for ``pending_query`` and
+records the round. **ASU edges** (``sunar`` only): a batch is *uncertain* when its s > 1 and
+s ≥ ``agents.uncertain_fraction`` · m. If every batch was uncertain the evidence found so far
+probably lacks the answer, so the graph goes to ``explore`` (run NAR again with the budget c
+raised by ``agents.explore_budget``; the ASU results of batches already seen are reused)
+while documents are left unexplored and ``agents.max_explore`` allows, then to ``requery`` (a
+new query: the original question's missing words, or one written by the chat model) while
+``agents.max_requery`` allows, and otherwise accepts what it has.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..models.calls import call_chat
+from ..text import STOPWORDS
+from .context import NAR_STRATEGIES, AgentContext
+from .parsers import clean_query
+from .prompts import requery as requery_prompt
+from .state import AgentState, BatchRecord, RetrievalRecord, doc_record, plain
+from .steps import Update, costs, same_query, sub_question
+
+
+def _batches(trace: Mapping[str, Any], m: int, fraction: float) -> list[BatchRecord]:
+    out: list[BatchRecord] = []
+    for batch in (trace.get("nar") or {}).get("batches") or []:
+        hook = batch.get("hook") or {}
+        s = hook.get("s")
+        record: BatchRecord = {
+            "index": int(batch.get("index", len(out))),
+            "pool": str(batch.get("pool", "")),
+            "ids": list(batch.get("ids") or []),
+            "s": s,
+        }
+        if s is not None:
+            record.update(
+                semantic_entropy=hook.get("semantic_entropy"),
+                answers=list(hook.get("answers") or []),
+                cluster_answers=list(hook.get("cluster_answers") or []),
+                clusters=[list(c) for c in hook.get("clusters") or []],
+                uncertain=bool(s > 1 and s >= fraction * m),
+            )
+        out.append(record)
+    return out
+
+
+def _nar_summary(trace: Mapping[str, Any]) -> dict[str, Any]:
+    nar = dict(trace.get("nar") or {})
+    nar.pop("batches", None)
+    keep = {k: v for k, v in trace.items() if k not in ("nar", "returned", "query")}
+    return plain({**keep, **({"nar": nar} if nar else {})})  # type: ignore[no-any-return]
+
+
+def retrieve(state: AgentState, ctx: AgentContext) -> Update:
+    """The retrieval node: runs the run's strategy for ``pending_query``."""
+    query = state.get("pending_query") or state["question"]
+    step = int(state.get("pending_step", 0))
+    previous = [r for r in state.get("retrievals") or [] if r.get("step") == step]
+    reason = state.get("retrieval_reason") or "initial"
+    tick = time.perf_counter()
+    extra = int(state.get("extra_budget", 0))
+    result = ctx.retrieve(query, state["question"], extra_budget=extra)
+    batches = _batches(result.trace, ctx.config.asu.m, ctx.agents.uncertain_fraction)
+    asu = [b for b in batches if b.get("s") is not None]
+    nar = (result.trace.get("nar") or {}) if isinstance(result.trace, dict) else {}
+    record: RetrievalRecord = {
+        "step": step,
+        "round": len(previous),
+        "reason": reason,  # type: ignore[typeddict-item]
+        "query": query,
+        "strategy": ctx.strategy,
+        "c": ctx.budget(extra) if ctx.strategy in NAR_STRATEGIES else None,
+        "docs": [doc_record(d, max_chars=ctx.keep_chars) for d in result.docs],
+        "batches": batches,
+        "all_uncertain": bool(asu) and all(b.get("uncertain") for b in asu),
+        "unexplored": int(nar.get("neighbour_pool_left", 0) or 0)
+        + int(nar.get("backfilled", 0) or 0),
+        "nar": _nar_summary(result.trace),
+        "seconds": round(time.perf_counter() - tick, 3),
+    }
+    update: Update = {"retrievals": [*(state.get("retrievals") or []), record]}
+    update.update(
+        costs(
+            state,
+            retrieval_calls=0 if ctx.strategy == "none" else 1,
+            llm_calls=result.asu_prompts,
+            asu_samples=result.asu_prompts * ctx.config.asu.m,
+        )
+    )
+    return update
+
+
+def after_retrieve(state: AgentState, ctx: AgentContext, accept: str) -> str:
+    """The ASU edges: ``explore`` / ``requery`` while every batch is uncertain, else
+    ``accept``."""
+    record = (state.get("retrievals") or [None])[-1]
+    if not record or ctx.strategy != "sunar" or not record.get("all_uncertain"):
+        return accept
+    agents = ctx.agents
+    if state.get("explore_rounds", 0) < agents.max_explore and record.get("unexplored", 0) > 0:
+        return "explore"
+    if state.get("requeries", 0) < agents.max_requery:
+        return "requery"
+    return accept
+
+
+def explore(state: AgentState, ctx: AgentContext) -> Update:
+    """Raise the NAR budget c for the same query (ASU edge)."""
+    budget = ctx.agents.explore_budget or ctx.config.nar.b
+    return {
+        "explore_rounds": state.get("explore_rounds", 0) + 1,
+        "extra_budget": state.get("extra_budget", 0) + budget,
+        "retrieval_reason": "explore",
+    }
+
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def expand_query(query: str, original: str) -> str:
+    """``query`` plus the content words of ``original`` it lacks ('' if it lacks none)."""
+    have = {w.lower() for w in _WORD.findall(query)}
+    extra = []
+    for word in _WORD.findall(original):
+        low = word.lower()
+        if low not in have and low not in STOPWORDS:
+            extra.append(word)
+            have.add(low)
+    return f"{query} {' '.join(extra)}" if extra else ""
+
+
+def requery(state: AgentState, ctx: AgentContext) -> Update:
+    """A new query for the same step (ASU edge: every batch stayed uncertain)."""
+    query = state.get("pending_query") or state["question"]
+    sub = sub_question(state, int(state.get("pending_step", 0)))
+    update: Update = {
+        "requeries": state.get("requeries", 0) + 1,
+        "extra_budget": 0,
+        "retrieval_reason": "requery",
+    }
+    new = expand_query(query, state["question"]) if ctx.agents.requery == "expand" else ""
+    if not new:
+        reply = call_chat(
+            ctx.chat,
+            requery_prompt.messages(sub or query, query, state["question"]),
+            max_tokens=32,
+            stop=["\n"],
+        )
+        update.update(costs(state, reply))
+        new = clean_query(reply.text)
+    update["pending_query"] = new if new and not same_query(new, query) else query
+    return update
+
+
+__all__ = ["after_retrieve", "expand_query", "explore", "requery", "retrieve"]

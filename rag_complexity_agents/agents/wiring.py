@@ -1,0 +1,294 @@
+"""The loop scaffold: a loop module declares its nodes (:class:`Think` steps and plain node
+functions) and edges as a :class:`Loop`; :func:`build_loop` wires them into a LangGraph graph
+with the shared parts every loop has::
+
+    START → start → <the loop's entry> … → conclude → [mer] → finish → END
+                         ⇅
+                      retrieve ⇄ explore / requery ──► <the loop's accept node>
+
+Node functions take ``(state, ctx)``: the scaffold resolves the run's
+:class:`~.context.AgentContext` (:class:`~.context.ResourceProvider`) before calling them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from ..components import Components
+from ..config import Config
+from ..models.calls import ChatReply, call_chat
+from ..text import validate_question
+from .answer import final_answer, mer_node
+from .context import AgentContext, ResourceProvider, check_strategy
+from .retrieve import after_retrieve, explore, requery, retrieve
+from .state import AgentState, InputState, RunOptions
+from .steps import Update, costs, step_limit
+from .trace import build_trace
+
+Graph = CompiledStateGraph[Any, Any, Any, Any]
+NodeFn = Callable[[AgentState, AgentContext], Update]
+"""A loop node: the state and the run's context in, the state changes out."""
+Messages = list[tuple[str, str]]
+
+P = TypeVar("P")
+
+
+def _step_tokens(ctx: AgentContext) -> int:
+    return ctx.agents.step_max_tokens
+
+
+@dataclass(frozen=True)
+class Think(Generic[P]):
+    """A node that asks the chat model for the loop's next move: unless ``skip`` holds, stop
+    at ``limit`` (→ conclude), else call the chat model with ``messages``, count the call,
+    ``parse`` the reply and let the loop's ``step`` turn it into state changes."""
+
+    messages: Callable[[AgentState, AgentContext], Messages]
+    parse: Callable[[str], P]
+    step: Callable[[AgentState, AgentContext, ChatReply, P], Update]
+    stop: Sequence[str]
+    max_tokens: Callable[[AgentContext], int] = _step_tokens
+    limit: Callable[[AgentState, AgentContext], str | None] | None = step_limit
+    skip: Callable[[AgentState], bool] | None = None
+
+    def __call__(self, state: AgentState, ctx: AgentContext) -> Update:
+        if self.skip is not None and self.skip(state):
+            return {}
+        if self.limit is not None and (reason := self.limit(state, ctx)):
+            return {"stop_reason": reason, "next_node": "conclude"}
+        reply = call_chat(
+            ctx.chat, self.messages(state, ctx), max_tokens=self.max_tokens(ctx), stop=self.stop
+        )
+        return {**costs(state, reply), **self.step(state, ctx, reply, self.parse(reply.text))}
+
+
+def has_answer(state: AgentState) -> bool:
+    """A ``skip`` for conclude steps: the loop already has its answer."""
+    return bool(state.get("loop_answer"))
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A loop's own part of the graph.
+
+    ``nodes`` (in order; one is ``conclude``) are added after ``start``, with the retrieval
+    node and its ASU edges just before ``accept``, the node the retrieval node hands accepted
+    evidence to (None: the loop never retrieves). ``edges`` are fixed edges; ``routes`` maps
+    a node to the nodes its ``next_node`` may pick (the last one is the fallback).
+    ``retrieval`` forces a retrieval strategy; ``mer`` is the MER default when the caller
+    gives none (None: ``agents.mer``).
+    """
+
+    name: str
+    description: str
+    entry: str
+    nodes: Mapping[str, NodeFn]
+    accept: str | None = None
+    edges: Sequence[tuple[str, str]] = ()
+    routes: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    retrieval: str | None = None
+    mer: bool | None = None
+
+
+def _bind(provider: ResourceProvider, fn: NodeFn) -> Callable[..., Update]:
+    def node(state: AgentState, config: RunnableConfig, runtime: Any = None) -> Update:
+        return fn(state, provider.context(config, runtime))
+
+    return node
+
+
+def start_node(loop: str, name: str) -> NodeFn:
+    """Validates the question and resets the run (threads may be reused)."""
+
+    def start(state: AgentState, ctx: AgentContext) -> Update:
+        question = validate_question(state.get("question"), max_chars=ctx.config.max_question_chars)
+        # fail before any LLM call when the collection or the model spec is unusable
+        if ctx.strategy != "none":
+            _ = ctx.parts.store
+        _ = ctx.parts.chat
+        return {
+            "question": question,
+            "options": {
+                "graph": name,
+                "loop": loop,
+                "retrieval": ctx.strategy,
+                "mer": ctx.mer,
+                **ctx.options,
+            },
+            "started_at": time.time(),
+            "steps": [],
+            "retrievals": [],
+            "pending_query": "",
+            "pending_step": 0,
+            "explore_rounds": 0,
+            "requeries": 0,
+            "extra_budget": 0,
+            "retrieval_reason": "initial",
+            "chain": [],
+            "plan_rounds": 0,
+            "sentences": [],
+            "pool": [],
+            "candidate_answer": "",
+            "format_errors": 0,
+            "format_hint": False,
+            "loop_answer": "",
+            "answer_source": "",
+            "stop_reason": "",
+            "mer": {},
+            "answer": "",
+            "trace": {},
+            "llm_calls": 0,
+            "asu_samples": 0,
+            "retrieval_calls": 0,
+            "input_tokens": 0,
+            "output_tokens": 0,
+        }
+
+    return start
+
+
+def finish(state: AgentState, ctx: AgentContext) -> Update:
+    """The answer (MER's when it gave one, else the loop's) and the JSON trace."""
+    answer, source = final_answer(state)
+    state = {**state, "answer": answer, "answer_source": source}  # type: ignore[assignment]
+    return {
+        "answer": answer,
+        "answer_source": source,
+        "trace": build_trace(state, passages=ctx.config.answer.passages),
+    }
+
+
+def route_next(*allowed: str) -> Callable[[AgentState], str]:
+    """A conditional edge that follows ``state["next_node"]`` (one of ``allowed``)."""
+
+    def route(state: AgentState) -> str:
+        target = state.get("next_node") or allowed[-1]
+        return target if target in allowed else allowed[-1]
+
+    return route
+
+
+def loop_defaults(retrieval: str | None, mer: bool | None) -> dict[str, Any]:
+    """Graph-level defaults for the run options (None: take the config's)."""
+    defaults: dict[str, Any] = {}
+    if retrieval is not None:
+        defaults["retrieval"] = check_strategy(retrieval)
+    if mer is not None:
+        defaults["mer"] = bool(mer)
+    return defaults
+
+
+def _add_retrieval(
+    graph: StateGraph[Any, Any, Any, Any], provider: ResourceProvider, accept: str
+) -> None:
+    """The retrieval node, its ASU edges (explore / requery) and the edge to ``accept``."""
+
+    def route(state: AgentState, config: RunnableConfig, runtime: Any = None) -> str:
+        return after_retrieve(state, provider.context(config, runtime), accept)
+
+    graph.add_node("retrieve", _bind(provider, retrieve))
+    graph.add_node("explore", _bind(provider, explore))
+    graph.add_node("requery", _bind(provider, requery))
+    graph.add_conditional_edges(
+        "retrieve", route, {"explore": "explore", "requery": "requery", accept: accept}
+    )
+    graph.add_edge("explore", "retrieve")
+    graph.add_edge("requery", "retrieve")
+
+
+def build_loop(
+    loop: Loop,
+    config: Config | None = None,
+    *,
+    components: Components | None = None,
+    retrieval: str | None = None,
+    mer: bool | None = None,
+    checkpointer: Any = None,
+    name: str | None = None,
+) -> Graph:
+    """The compiled graph of ``loop``. ``retrieval`` / ``mer`` set this graph's defaults
+    (else ``agents.retrieval`` / ``agents.mer``); runs can still change them
+    (``configurable``)."""
+    name = name or loop.name
+    provider = ResourceProvider(
+        config,
+        components=components,
+        defaults=loop_defaults(loop.retrieval or retrieval, loop.mer if mer is None else mer),
+    )
+
+    def bind(fn: NodeFn) -> Callable[..., Update]:
+        return _bind(provider, fn)
+
+    graph = StateGraph(AgentState, context_schema=RunOptions, input_schema=InputState)
+    graph.add_node("start", bind(start_node(loop.name, name)))
+    for node, fn in loop.nodes.items():
+        if node == loop.accept:
+            _add_retrieval(graph, provider, node)
+        graph.add_node(node, bind(fn))
+
+    def after_conclude(state: AgentState, config: RunnableConfig, runtime: Any = None) -> str:
+        return "mer" if provider.context(config, runtime).mer else "finish"
+
+    graph.add_node("mer", bind(mer_node))
+    graph.add_node("finish", bind(finish))
+    graph.add_conditional_edges("conclude", after_conclude, {"mer": "mer", "finish": "finish"})
+    graph.add_edge("mer", "finish")
+    graph.add_edge("finish", END)
+    graph.add_edge(START, "start")
+    graph.add_edge("start", loop.entry)
+    for source, target in loop.edges:
+        graph.add_edge(source, target)
+    for source, targets in loop.routes.items():
+        graph.add_conditional_edges(source, route_next(*targets), list(targets))
+    return graph.compile(checkpointer=checkpointer, name=name)
+
+
+class LoopBuilder:
+    """``build_<loop>(config, *, components, retrieval, mer, checkpointer, name)``: the
+    compiled graph of one :class:`Loop`."""
+
+    def __init__(self, loop: Loop) -> None:
+        self.loop = loop
+        self.__doc__ = f"The compiled {loop.description} graph (see :mod:`{loop.name}`)."
+
+    def __call__(
+        self,
+        config: Config | None = None,
+        *,
+        components: Components | None = None,
+        retrieval: str | None = None,
+        mer: bool | None = None,
+        checkpointer: Any = None,
+        name: str | None = None,
+    ) -> Graph:
+        return build_loop(
+            self.loop,
+            config,
+            components=components,
+            retrieval=retrieval,
+            mer=mer,
+            checkpointer=checkpointer,
+            name=name,
+        )
+
+
+__all__ = [
+    "Graph",
+    "Loop",
+    "LoopBuilder",
+    "NodeFn",
+    "Think",
+    "build_loop",
+    "finish",
+    "has_answer",
+    "loop_defaults",
+    "route_next",
+    "start_node",
+]

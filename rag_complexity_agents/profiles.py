@@ -1,0 +1,43 @@
+"""Profiles: a layer of defaults between the fields' own defaults and whatever the user set
+(TOML, environment, overrides, run options). A profile never rewrites a value that was set."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import Config, is_set
+from .errors import ConfigError
+
+CPU_PROFILE: dict[str, Any] = {
+    "models.n_threads": 1,
+    "retrieval.first_stage_k": 20,
+    "nar.b": 2,
+    "nar.c": 8,
+    "asu.m": 3,
+    "asu.max_tokens": 12,
+    "asu.max_passage_chars": 300,
+    "mer.l": 4,
+    "mer.max_tokens": 96,
+    "mer.max_evidence_chars": 350,
+    "answer.passage_chars": 400,
+}
+"""The ``cpu`` profile: defaults for the paper-sized knobs. A SUNAR run with b = 16, c = 100
+and m = 10 samples 70 answers per sub-question, minutes on two cores. llama.cpp runs on one
+thread: on a CPU shared with other work, all-core llama.cpp was measured 5–7× slower than one
+thread (a 625-token prompt: 95 s vs 17 s on two busy cores)."""
+
+PROFILES: dict[str, dict[str, Any]] = {"cpu": CPU_PROFILE, "paper": {}}
+"""Profile name → the defaults it gives (``paper``: the paper's, i.e. the fields' own)."""
+
+
+def apply_profile(config: Config, profile: str | None = None) -> Config:
+    """``config`` with the profile (default: ``agents.profile``) filling in the knobs nobody
+    set; a value given in the constructor, TOML, environment or an override is kept."""
+    profile = profile or config.agents.profile
+    if profile not in PROFILES:
+        raise ConfigError(f"unknown agents.profile {profile!r}; use 'cpu' or 'paper'")
+    changes = {key: value for key, value in PROFILES[profile].items() if not is_set(config, key)}
+    return config.with_overrides(changes) if changes else config
+
+
+__all__ = ["CPU_PROFILE", "PROFILES", "apply_profile"]
