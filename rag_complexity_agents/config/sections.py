@@ -1,0 +1,285 @@
+"""Config sections of the answering pipeline: models, corpus, graph, retrieval, answer, NAR,
+ASU, MER and the loops; :data:`NEUTRAL` marks knobs that cannot change an answer."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+NEUTRAL: dict[str, Any] = {"json_schema_extra": {"affects_answers": False}}
+"""``Field(..., **NEUTRAL)``: field metadata saying the knob cannot change any answer."""
+
+
+def default_home() -> Path:
+    """Where collections and assembled model files live (``RCA_HOME`` or the user cache)."""
+    env = os.environ.get("RCA_HOME")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "rag_complexity_agents"
+
+
+class ModelsConfig(BaseModel):
+    """Model specs. See ``rag_complexity_agents.models`` for the accepted spec strings."""
+
+    chat: str = Field(
+        "auto",
+        description="'auto' (best packaged model installed), 'llamacpp:<path.gguf|packaged name>' "
+        "or 'ollama:<model>'.",
+    )
+    embedding: str = Field(
+        "packaged:all-minilm-l6-v2", description="'packaged:all-minilm-l6-v2' or a local path."
+    )
+    scorer: str = Field(
+        "bi-encoder",
+        description="'bi-encoder', 'splade' or 'cross-encoder:<local path>'. The bi-encoder shares "
+        "MiniLM with the dense first stage and the graph, so with the hybrid first stage and pool "
+        "'own'/'union' NAR returns the same top 10 as re-ranking; the paper scores with a "
+        "cross-encoder over a graph from the complementary retriever: use 'splade' or one.",
+    )
+    equivalence: str = Field(
+        "lexical",
+        description="'lexical' (normalised equality or token subset; not the paper's two-way "
+        "NLI entailment), 'embedding', 'llm' or 'nli:<local path>'.",
+    )
+    home: Path = Field(
+        default_factory=default_home,
+        description="Packaged models assembled from several wheels are written to <home>/models.",
+        **NEUTRAL,
+    )
+    ollama_host: str = Field("http://127.0.0.1:11434", **NEUTRAL)
+    ollama_timeout_s: float = Field(120.0, gt=0, **NEUTRAL)
+    n_ctx: int = Field(4096, ge=256, description="llama.cpp context window in tokens.")
+    n_threads: int | None = Field(
+        None, description="llama.cpp threads; None = all cores (cpu profile: 1).", **NEUTRAL
+    )
+    max_tokens: int = Field(256, ge=1, description="Default generation length.")
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    seed: int = 0
+    embed_batch_size: int = Field(64, ge=1, **NEUTRAL)
+    embedding_cosine_threshold: float = Field(
+        0.85, ge=-1.0, le=1.0, description="Cosine at which the 'embedding' equivalence says yes."
+    )
+
+
+class CorpusConfig(BaseModel):
+    """Where collections live and how documents become chunks."""
+
+    home: Path = Field(default_factory=default_home, **NEUTRAL)
+    chroma_host: str | None = Field(
+        None,
+        description="Use a Chroma server (HttpClient) instead of on-disk PersistentClient.",
+        **NEUTRAL,
+    )
+    chroma_port: int = Field(8000, **NEUTRAL)
+    chunk_size: int = Field(200, ge=16, description="Chunk length in embedding-tokenizer tokens.")
+    chunk_overlap: int = Field(40, ge=0)
+    ingest_batch_size: int = Field(
+        256,
+        ge=1,
+        description="Chunks embedded and written per step.",
+        **NEUTRAL,
+    )
+
+    @model_validator(mode="after")
+    def _overlap_smaller_than_chunk(self) -> CorpusConfig:
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError(
+                f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_size "
+                f"({self.chunk_size})"
+            )
+        return self
+
+    @property
+    def collections_dir(self) -> Path:
+        return self.home / "collections"
+
+
+class GraphConfig(BaseModel):
+    """Neighbourhood graph G (SUNAR §3.1.1): top-k most similar chunks per chunk."""
+
+    k: int = Field(100, ge=1, description="Neighbours stored per chunk (paper: 100).")
+    block_size: int = Field(
+        4096,
+        ge=64,
+        description="Rows per block of the exact top-k build.",
+        **NEUTRAL,
+    )
+
+
+class RetrievalConfig(BaseModel):
+    """First-stage retrieval."""
+
+    mode: Literal["bm25", "dense", "hybrid"] = "hybrid"
+    k: int = Field(10, ge=1, description="Documents returned to the caller.")
+    first_stage_k: int = Field(
+        100, ge=1, description="R: first-stage list size (paper: 100; cpu profile: 20)."
+    )
+    rrf_k: int = Field(60, ge=1, description="Reciprocal-rank-fusion constant.")
+
+
+class AnswerConfig(BaseModel):
+    """How evidence is shown to the answering model: the main cost/fidelity trade-off on CPU
+    (prompt reading is ~60 tokens/s for the packaged 0.5B model)."""
+
+    passages: int = Field(3, ge=1, description="Evidence passages per answering prompt.")
+    passage_chars: int = Field(
+        700, ge=50, description="Each passage is cut to this length (cpu profile: 400)."
+    )
+
+
+class NARParams(BaseModel):
+    """SUNAR Algorithm 1's knobs (the one source of their defaults and checks): batch size b,
+    budget c, neighbours looked up per scored document."""
+
+    b: int = Field(
+        16,
+        description="Batch size b: documents scored per iteration (paper: 16; the cpu "
+        "profile's default: 2).",
+    )
+    c: int = Field(
+        100,
+        ge=0,
+        description="Re-ranking budget c: documents scored in total per query (paper: 100; the "
+        "cpu profile's default: 8); 0 scores nothing and keeps the first-stage order.",
+    )
+    neighbours_per_doc: int = Field(
+        10,
+        ge=0,
+        description="Graph neighbours of each scored document added to the neighbour pool N "
+        "(paper: 10 of the 100 stored); 0 turns NAR into plain re-ranking.",
+    )
+
+    @field_validator("b")
+    @classmethod
+    def _positive_batch(cls, b: int) -> int:
+        if b < 1:
+            raise ValueError(f"NAR batch size b must be at least 1, got {b}")
+        return b
+
+
+class NARConfig(NARParams):
+    """Neighbourhood-Aware Retrieval, SUNAR Algorithm 1 (the first-stage size R is
+    ``retrieval.first_stage_k``), and how :class:`SunarRetriever` feeds it."""
+
+    pool: Literal["own", "original", "union"] = Field(
+        "union",
+        description="Initial ranking R of a sub-question: 'own' = its own first-stage list, "
+        "'original' = the original question's list (what the official code does), 'union' = "
+        "both fused by reciprocal rank.",
+    )
+    missing_graph: Literal["error", "rerank"] = Field(
+        "error",
+        description="When the collection has no usable neighbourhood graph: 'error' raises "
+        "CorpusError, 'rerank' falls back to re-ranking R only (recorded in the trace).",
+    )
+
+
+class ASUConfig(BaseModel):
+    """Answer Semantic Uncertainty (SUNAR §3.2): per NAR batch, sample m answers, cluster
+    them, divide the batch's scores by the number of clusters s (sign-safely)."""
+
+    enabled: bool = Field(
+        False, description="Re-score NAR batches by answer uncertainty (costs m LLM samples each)."
+    )
+    m: int = Field(
+        10, ge=1, description="Answers sampled per batch (official code: 10; cpu profile: 3)."
+    )
+    temperature: float = Field(0.3, ge=0.0, le=2.0, description="Sampling temperature (0.3).")
+    rule: Literal["strict", "lenient"] = Field(
+        "strict",
+        description="'strict' = entailment both ways (the paper, Kuhn et al.); 'lenient' = no "
+        "contradiction either way (the official code). Applies to NLI / LLM-judge equivalences.",
+    )
+    max_tokens: int = Field(24, ge=1, description="Tokens per sampled answer (cpu profile: 12).")
+    max_passage_chars: int = Field(
+        600,
+        ge=50,
+        description="Each batch passage is cut to this many characters in the prompt (the cpu "
+        "profile's default: 300).",
+    )
+    rescore: Literal["log", "multiplicative"] = Field(
+        "log",
+        description="Sign-safe 1/s: 'log' divides exp(score) by s (score - ln s); "
+        "'multiplicative' divides positive scores by s and multiplies negative ones by s.",
+    )
+
+
+class MERConfig(BaseModel):
+    """Meta Evidence Reasoner (SUNAR §3.2, Fig. 4)."""
+
+    l: int = Field(  # noqa: E741 - the paper's symbol
+        10,
+        ge=1,
+        description="Top-l evidences across sub-questions given to the reasoner (paper: 10; the "
+        "cpu profile's default: 4).",
+    )
+    max_tokens: int = Field(
+        256, ge=1, description="Tokens for the reasoned final answer (cpu profile: 96)."
+    )
+    max_evidence_chars: int = Field(
+        700,
+        ge=50,
+        description="Each evidence passage is cut to this many characters (the cpu profile's "
+        "default: 350).",
+    )
+
+
+class AgentsConfig(BaseModel):
+    """Decomposition loops (``rag_complexity_agents.agents``): bounds, retrieval strategy, ASU
+    edges and the CPU profile. Every knob can also be changed per run (``configurable``)."""
+
+    retrieval: Literal["none", "first_stage", "rerank", "nar", "sunar"] = Field(
+        "sunar",
+        description="Retrieval node strategy: none, first_stage, rerank (scorer over R, no "
+        "neighbours), nar (NAR, Algorithm 1) or sunar (NAR + ASU re-scoring).",
+    )
+    mer: bool = Field(True, description="Finish with the Meta Evidence Reasoner (SUNAR §3.2).")
+    max_steps: int = Field(
+        4, ge=1, le=50, description="Loop steps (sub-questions, actions, CoT sentences) per run."
+    )
+    max_format_errors: int = Field(
+        1, ge=0, le=10, description="Replies that break the format before the loop gives up."
+    )
+    exemplars: int = Field(2, ge=0, le=4, description="Few-shot exemplars per loop prompt.")
+    mer_exemplars: int = Field(1, ge=0, le=3, description="Exemplars in the MER prompt.")
+    step_max_tokens: int = Field(64, ge=8, description="Tokens per loop-step generation.")
+    answer_max_tokens: int = Field(32, ge=4, description="Tokens per (sub-)answer.")
+    observation_chars: int = Field(
+        300, ge=50, description="Characters of each passage shown as a ReAct observation."
+    )
+    observation_passages: int = Field(
+        1, ge=1, description="Passages shown as a ReAct observation (ReAct: the first one)."
+    )
+    ircot_passages: int = Field(
+        5, ge=1, description="Passages kept in the IRCoT prompt (best first, across steps)."
+    )
+    uncertain_fraction: float = Field(
+        0.5,
+        gt=0.0,
+        le=1.0,
+        description="ASU edges: a batch counts as uncertain when its s > 1 and s >= this "
+        "fraction of m.",
+    )
+    max_explore: int = Field(
+        1, ge=0, le=10, description="ASU edges: extra NAR rounds when every batch is uncertain."
+    )
+    explore_budget: int | None = Field(
+        None, ge=1, description="Documents added to c per exploration round (None: nar.b)."
+    )
+    max_requery: int = Field(
+        1, ge=0, le=5, description="ASU edges: re-queries once exploring cannot help."
+    )
+    requery: Literal["expand", "llm"] = Field(
+        "expand",
+        description="How to re-query: 'expand' adds the original question's words, 'llm' asks "
+        "the chat model for a new search query.",
+    )
+    profile: Literal["cpu", "paper"] = Field(
+        "cpu",
+        description="'cpu' gives the paper-sized knobs nobody set (TOML, environment, flags) "
+        "smaller defaults (profiles.CPU_PROFILE); 'paper' keeps the paper's defaults.",
+    )
