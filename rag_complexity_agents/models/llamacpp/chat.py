@@ -112,7 +112,9 @@ class LlamaCppChatModel(BaseChatModel):
     # ---------------------------------------------------------------- prompt handling
 
     def _render(self, runtime: Runtime, messages: Sequence[BaseMessage]) -> tuple[list[int], Any]:
-        result = runtime.formatter(messages=template_dicts(messages))
+        # Roles are plain strings (a ChatMessage may carry any role), not the literal roles of
+        # llama-cpp-python's request TypedDicts; the template only reads role and content.
+        result = runtime.formatter(messages=template_dicts(messages))  # type: ignore[arg-type]
         tokens = runtime.llama.tokenize(
             result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True
         )
