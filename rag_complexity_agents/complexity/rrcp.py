@@ -427,7 +427,7 @@ class RetrievalComplexity:
         question = validate_question(question, max_chars=self.max_question_chars)
         refs = tuple(r.strip() for r in references if isinstance(r, str) and r.strip())
         passages = [d.text[: self.passage_chars] for d in docs]
-        info = {
+        info: dict[str, Any] = {
             "evaluator": self.evaluator.name,
             "relevance_method": self.relevance.name,
             "reference_free": not refs,

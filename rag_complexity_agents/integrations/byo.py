@@ -78,7 +78,7 @@ class InMemoryNeighbourGraph:
 
         self.ids = list(ids)
         self.row_of = {doc_id: row for row, doc_id in enumerate(self.ids)}
-        matrix = np.asarray(vectors, dtype=np.float32)
+        matrix: np.ndarray = np.asarray(vectors, dtype=np.float32)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         matrix = matrix / np.where(norms == 0, 1.0, norms)
         self.cols, self.sims = exact_topk(matrix, k)
@@ -208,12 +208,13 @@ class ByoComponents(Components):
         self._corpus = corpus
         self._first_stage = first_stage
 
-    @property  # type: ignore[override]
+    # ExternalCorpus has the part of CorpusStore that NAR and the loops use, not the class.
+    @property
     def store(self) -> ExternalCorpus:  # type: ignore[override]
         return self._corpus
 
-    @property  # type: ignore[override]
-    def first_stage(self) -> ExternalFirstStage:  # type: ignore[override]
+    @property
+    def first_stage(self) -> ExternalFirstStage:
         return self._first_stage
 
 
@@ -292,8 +293,8 @@ def _langchain_listing(source: Any) -> tuple[list[Chunk], np.ndarray | None]:
             for i, text, m in zip(data["ids"], data["documents"], metadatas, strict=True)
         ]
         embeddings = data.get("embeddings")
-        vectors = np.asarray(embeddings, dtype=np.float32) if embeddings is not None else None
-        return chunks, vectors if vectors is not None and len(vectors) == len(chunks) else None
+        matrix = np.asarray(embeddings, dtype=np.float32) if embeddings is not None else None
+        return chunks, matrix if matrix is not None and len(matrix) == len(chunks) else None
     docs = getattr(source, "docs", None)
     if isinstance(docs, list):
         return [chunk_from_langchain(d) for d in docs], None
@@ -326,7 +327,7 @@ def langchain_search(source: Any) -> SearchFn:
     if isinstance(source, BaseRetriever):
 
         def search_retriever(query: str, k: int) -> list[tuple[Chunk, float | None]]:
-            return [(chunk_from_langchain(d), None) for d in source.invoke(query)][:k]
+            return [(chunk_from_langchain(d), None) for d in source.invoke(query)[:k]]
 
         return search_retriever
     raise InputError(
