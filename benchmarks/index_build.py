@@ -120,7 +120,7 @@ def _unit_rows(n: int, dim: int, seed: int) -> np.ndarray:
 def _child_graph(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    from rag_complexity_agents.corpus.graph import TopKGraph, _rows_per_block
+    from rag_complexity_agents.corpus.graph import TopKGraph, rows_per_block
 
     real = np.load(args.real) if args.real else np.zeros((0, args.dim), np.float32)
     n = args.child_graph
@@ -163,7 +163,7 @@ def _child_graph(args: argparse.Namespace) -> dict[str, Any]:
         "random_rows": n - real_rows,
         "k": stats["k"],
         "dim": dim,
-        "rows_per_block": _rows_per_block(n, args.block_size, args.max_block_mb * 2**20),
+        "rows_per_block": rows_per_block(n, args.block_size, args.max_block_mb * 2**20),
         "graph_bytes_on_disk": stats["bytes_on_disk"],
         "torch_threads": torch.get_num_threads(),
         # CPU time this process got during the build / (wall time × CPUs): ~1 when the
@@ -397,10 +397,10 @@ def main(argv: list[str] | None = None) -> None:
     emb = _embedding_throughput(args.data.resolve(), args.embed_chunks)
     print(f"    {emb['chunks']} chunks in {emb['seconds']} s: {emb['chunks_per_s']} chunks/s")
 
-    from rag_complexity_agents.corpus.graph import _rows_per_block
+    from rag_complexity_agents.corpus.graph import rows_per_block
 
     biggest = max(sizes)
-    block_rows = _rows_per_block(biggest, args.block_size, args.max_block_mb * 2**20)
+    block_rows = rows_per_block(biggest, args.block_size, args.max_block_mb * 2**20)
     shapes = f"{block_rows}x{args.dim}x{biggest},{min(args.block_size, 4096)}x{args.dim}x16384"
 
     with tempfile.TemporaryDirectory(prefix="rca-bench-") as tmp:

@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rag_complexity_agents.corpus import graph as graph_module
-from rag_complexity_agents.corpus.graph import CorpusGraph, TopKGraph, exact_topk
+from rag_complexity_agents.corpus.graph import CorpusGraph, TopKGraph, exact_topk, storage, topk
 from rag_complexity_agents.errors import CorpusError
 
 SUBJECTS = [
@@ -147,8 +146,8 @@ def test_multi_level_preselection_is_exact(
     monkeypatch: pytest.MonkeyPatch, group: int, span: int
 ) -> None:
     # tiny groups make the recursive group-max pre-selection run several levels deep
-    monkeypatch.setattr(graph_module, "GROUP", group)
-    monkeypatch.setattr(graph_module, "SPAN", span)
+    monkeypatch.setattr(topk, "GROUP", group)
+    monkeypatch.setattr(topk, "SPAN", span)
     vectors = unit_rows(900, 12, seed=group)
     rows, values = exact_topk(vectors, 5, block_size=200)
     assert_exact(rows, values, vectors, 5)
@@ -266,11 +265,11 @@ def test_crash_while_extending_keeps_the_old_graph(
     real_replace = os.replace
 
     def crash_on_publish(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-        if Path(dst).name == graph_module.CURRENT_FILE:
+        if Path(dst).name == storage.CURRENT_FILE:
             raise OSError("simulated power loss")
         real_replace(src, dst)
 
-    monkeypatch.setattr(graph_module.os, "replace", crash_on_publish)
+    monkeypatch.setattr(storage.os, "replace", crash_on_publish)
     with pytest.raises(OSError, match="power loss"):
         graph.extend(vectors, ids)
     monkeypatch.undo()
@@ -281,11 +280,11 @@ def test_crash_while_extending_keeps_the_old_graph(
     survivor.extend(vectors, ids)
     assert len(TopKGraph.open(tmp_path / "g")) == 80
     leftovers = sorted(p.name for p in (tmp_path / "g").iterdir())
-    assert leftovers == [graph_module.CURRENT_FILE, survivor.generation]
+    assert leftovers == [storage.CURRENT_FILE, survivor.generation]
 
 
 def _generation_dir(directory: Path) -> Path:
-    return directory / (directory / graph_module.CURRENT_FILE).read_text().strip()
+    return directory / (directory / storage.CURRENT_FILE).read_text().strip()
 
 
 @pytest.mark.parametrize(
@@ -311,21 +310,21 @@ def test_missing_or_corrupt_files_raise_corpus_error(tmp_path: Path, damage: str
         directory = tmp_path / "empty"
         directory.mkdir()
     elif damage == "missing-array":
-        (gen / graph_module.SIMILARITIES_FILE).unlink()
+        (gen / storage.SIMILARITIES_FILE).unlink()
     elif damage == "garbage-array":
-        (gen / graph_module.NEIGHBOURS_FILE).write_bytes(b"\x00garbage" * 10)
+        (gen / storage.NEIGHBOURS_FILE).write_bytes(b"\x00garbage" * 10)
     elif damage == "wrong-shape":
-        np.save(gen / graph_module.NEIGHBOURS_FILE, np.zeros((30, 3), np.int32))
+        np.save(gen / storage.NEIGHBOURS_FILE, np.zeros((30, 3), np.int32))
     elif damage == "wrong-dtype":
-        np.save(gen / graph_module.SIMILARITIES_FILE, np.zeros((30, 4), np.float32))
+        np.save(gen / storage.SIMILARITIES_FILE, np.zeros((30, 4), np.float32))
     elif damage == "bad-meta":
-        (gen / graph_module.META_FILE).write_text("{not json")
+        (gen / storage.META_FILE).write_text("{not json")
     elif damage == "ids-count":
-        (gen / graph_module.IDS_FILE).write_text(json.dumps(["a", "b"]))
+        (gen / storage.IDS_FILE).write_text(json.dumps(["a", "b"]))
     elif damage == "dangling-pointer":
-        (directory / graph_module.CURRENT_FILE).write_text("g99999999\n")
+        (directory / storage.CURRENT_FILE).write_text("g99999999\n")
     elif damage == "out-of-range":
-        np.save(gen / graph_module.NEIGHBOURS_FILE, np.full((30, 4), 30, np.int32))
+        np.save(gen / storage.NEIGHBOURS_FILE, np.full((30, 4), 30, np.int32))
     with pytest.raises(CorpusError, match="graph"):
         TopKGraph.open(directory)
 
