@@ -9,7 +9,8 @@ Layout on disk (one directory)::
             similarities.npy float16 (rows × k)  their similarities (dot products; cosines for
                                                   L2-normalised embeddings)
             ids.json         the row → document-id list
-            meta.json        format, rows, k, requested k, embedding dimension
+            meta.json        format, rows, k, requested k, embedding dimension, method
+                             ("exact" or the ANN library; absent = exact)
 
 Every write goes to a fresh generation directory which is fsynced, then published by an atomic
 replace of ``CURRENT``; a crash at any point leaves the previous consistent graph in place.
@@ -138,7 +139,9 @@ def check_ids(ids: Sequence[str], n_rows: int) -> list[str]:
     return id_list
 
 
-def graph_meta(n_rows: int, k: int, k_requested: int, dim: int, block_size: int) -> dict[str, Any]:
+def graph_meta(
+    n_rows: int, k: int, k_requested: int, dim: int, block_size: int, method: str
+) -> dict[str, Any]:
     """The ``meta.json`` of a generation."""
     return {
         "format": FORMAT,
@@ -148,6 +151,7 @@ def graph_meta(n_rows: int, k: int, k_requested: int, dim: int, block_size: int)
         "k_requested": k_requested,
         "dim": dim,
         "block_size": block_size,
+        "method": method,
         "neighbours_dtype": "int32",
         "similarities_dtype": "float16",
     }

@@ -1,9 +1,9 @@
-"""The neighbourhood graph G of SUNAR §3.1.1: the exact top-k most similar chunks of every chunk.
+"""The neighbourhood graph G of SUNAR §3.1.1: the top-k most similar chunks of every chunk.
 
 Rows are positions in the caller's embedding matrix (the corpus store keeps it on disk in row
 order). The graph is stored by :mod:`.storage` (crash-safe generations); readers memory-map the
-arrays read-only, so opening a large graph costs almost nothing. The top-k comes from
-:mod:`.topk`.
+arrays read-only, so opening a large graph costs almost nothing. The top-k is exact
+(:mod:`.topk`) or, for large collections, approximate (:mod:`.ann`).
 """
 
 from __future__ import annotations
@@ -11,15 +11,17 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 import torch
 
 from ...errors import CorpusError
+from .ann import ANN_LIBRARY, ann_available, approximate_topk
 from .storage import (
     IDS_FILE,
     META_FILE,
@@ -42,10 +44,41 @@ from .topk import (
     to_torch,
 )
 
-__all__ = ["CorpusGraph", "GraphStats", "TopKGraph"]
+__all__ = [
+    "EXACT_MAX_ROWS",
+    "CorpusGraph",
+    "GraphMethod",
+    "GraphStats",
+    "TopKGraph",
+    "resolve_method",
+]
+
+GraphMethod = Literal["auto", "exact", "faiss"]
+#: ``method="auto"`` builds the exact graph up to this many rows and an approximate one above
+#: (measured: the point where the approximate build gets faster; see docs/scaling.md).
+EXACT_MAX_ROWS = 200_000
 
 #: Relative slack for comparing float32 similarities with stored float16 ones (2^-10 > 2^-11).
 _FP16_SLACK = 2.0**-10
+
+
+def resolve_method(method: str, n_rows: int, exact_max_rows: int = EXACT_MAX_ROWS) -> str:
+    """The build method ``"exact"`` or ``"faiss"`` that ``method`` means for ``n_rows`` rows."""
+    if method not in ("auto", "exact", ANN_LIBRARY):
+        raise CorpusError(f"unknown graph method {method!r}; use 'auto', 'exact' or 'faiss'")
+    if method != "auto":
+        return method
+    if n_rows <= exact_max_rows:
+        return "exact"
+    if not ann_available():
+        warnings.warn(
+            f"{n_rows:,} rows: the exact neighbourhood graph costs n² and will take long; "
+            "pip install 'rag-complexity-agents[ann]' for the approximate build",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return "exact"
+    return ANN_LIBRARY
 
 
 @runtime_checkable
@@ -69,10 +102,11 @@ class GraphStats(TypedDict):
     max_similarity: float | None
     bytes_on_disk: int
     generation: str
+    method: str
 
 
 class TopKGraph:
-    """Exact top-k neighbourhood graph over the rows of an embedding matrix, memory-mapped.
+    """Top-k neighbourhood graph over the rows of an embedding matrix, memory-mapped.
 
     Build with :meth:`build`, load with :meth:`open`, grow with :meth:`extend`.
     """
@@ -105,12 +139,16 @@ class TopKGraph:
         block_size: int = 4096,
         *,
         max_block_bytes: int = DEFAULT_MAX_BLOCK_BYTES,
+        method: GraphMethod = "auto",
+        exact_max_rows: int = EXACT_MAX_ROWS,
     ) -> TopKGraph:
-        """Compute the exact graph of ``embeddings`` (row i ↔ ``ids[i]``) and store it.
+        """Compute the graph of ``embeddings`` (row i ↔ ``ids[i]``) and store it.
 
-        ``k`` is capped at ``len(ids) - 1``; the requested value is remembered so that
-        :meth:`extend` grows the lists once more rows exist. Replaces any graph in
-        ``directory`` (crash-safely).
+        ``method``: ``"exact"`` (blocked exact top-k), ``"faiss"`` (approximate, HNSW; see
+        :mod:`.ann`) or ``"auto"``: exact up to ``exact_max_rows`` rows, approximate above
+        (exact, with a warning, when faiss is not installed). ``k`` is capped at
+        ``len(ids) - 1``; the requested value is remembered so that :meth:`extend` grows the
+        lists once more rows exist. Replaces any graph in ``directory`` (crash-safely).
         """
         if k < 1:
             raise CorpusError(f"graph k must be at least 1, got {k}")
@@ -118,10 +156,16 @@ class TopKGraph:
             raise CorpusError(f"graph block_size must be at least 1, got {block_size}")
         matrix = as_matrix(embeddings, "embeddings")
         id_list = check_ids(ids, matrix.shape[0])
-        neighbour_rows, values = exact_topk(
-            matrix, k, block_size=block_size, max_block_bytes=max_block_bytes
+        chosen = resolve_method(method, matrix.shape[0], exact_max_rows)
+        if chosen == "exact":
+            neighbour_rows, values = exact_topk(
+                matrix, k, block_size=block_size, max_block_bytes=max_block_bytes
+            )
+        else:
+            neighbour_rows, values = approximate_topk(matrix, k)
+        meta = graph_meta(
+            len(id_list), neighbour_rows.shape[1], k, matrix.shape[1], block_size, chosen
         )
-        meta = graph_meta(len(id_list), neighbour_rows.shape[1], k, matrix.shape[1], block_size)
         path = Path(directory)
         write_generation(path, neighbour_rows, values.astype(np.float16), id_list, meta)
         return cls.open(path)
@@ -226,7 +270,7 @@ class TopKGraph:
         neighbour_rows[n_old:] = new_rows
         similarities[n_old:] = new_values
 
-        meta = graph_meta(n_all, k_new, self.k_requested, matrix.shape[1], blocks)
+        meta = graph_meta(n_all, k_new, self.k_requested, matrix.shape[1], blocks, self.method)
         generation = write_generation(self.directory, neighbour_rows, similarities, id_list, meta)
         fresh = TopKGraph.open(self.directory)
         if fresh.generation != generation:  # pragma: no cover - a concurrent writer
@@ -264,6 +308,13 @@ class TopKGraph:
     @property
     def k_requested(self) -> int:
         return int(self._meta["k_requested"])
+
+    @property
+    def method(self) -> str:
+        """How the lists were computed: ``"exact"`` or the ANN library's name (``"faiss"``).
+
+        Rows added by :meth:`extend` get exact lists whatever the method."""
+        return str(self._meta.get("method", "exact"))
 
     @property
     def dim(self) -> int:
@@ -329,6 +380,7 @@ class TopKGraph:
             max_similarity=high,
             bytes_on_disk=size,
             generation=self.generation,
+            method=self.method,
         )
 
     def __repr__(self) -> str:
