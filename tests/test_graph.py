@@ -356,3 +356,53 @@ def test_rebuild_replaces_the_graph_and_accepts_a_memmap(tmp_path: Path) -> None
     assert len(TopKGraph.open(tmp_path / "g")) == 50
     assert_exact(np.asarray(graph.neighbour_rows), graph.similarities, vectors, 4)
     assert len([p for p in (tmp_path / "g").iterdir() if p.is_dir()]) == 1
+
+
+# --------------------------------------------------------------------------------------------
+# approximate graph (faiss HNSW)
+# --------------------------------------------------------------------------------------------
+
+
+def clustered_rows(n: int, dim: int, seed: int) -> np.ndarray:
+    """Unit vectors around 40 centres: a corpus-like neighbourhood structure."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((40, dim))
+    matrix = centres[rng.integers(0, 40, n)] + 0.7 * rng.standard_normal((n, dim))
+    return (matrix / np.linalg.norm(matrix, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_approximate_graph_has_the_exact_graphs_format_and_high_recall(tmp_path: Path) -> None:
+    vectors = clustered_rows(3000, 32, seed=21)
+    ids = [f"a{i}" for i in range(len(vectors))]
+    approx = TopKGraph.build(tmp_path / "approx", vectors, ids, k=16, method="faiss")
+    exact = TopKGraph.build(tmp_path / "exact", vectors, ids, k=16, method="exact")
+    assert approx.method == "faiss" and exact.method == "exact"
+    assert approx.stats()["method"] == "faiss"
+    reopened = TopKGraph.open(tmp_path / "approx")
+    assert reopened.method == "faiss" and reopened.neighbour_rows.dtype == np.int32
+    got, want = np.asarray(reopened.neighbour_rows), np.asarray(exact.neighbour_rows)
+    recall = np.mean([len(set(a) & set(b)) / 16 for a, b in zip(got, want, strict=True)])
+    assert recall >= 0.95
+    assert not (got == np.arange(len(vectors))[:, None]).any()  # never the row itself
+    sims = np.asarray(reopened.similarities, np.float32)
+    assert (np.diff(sims, axis=1) <= 0).all()  # most similar first
+    exact_sims = np.einsum(
+        "ij,ij->i", vectors[np.repeat(np.arange(3000), 16)], vectors[got.ravel()]
+    )
+    np.testing.assert_allclose(sims.ravel(), exact_sims, atol=2e-3)
+    # extend keeps the method; the new rows' lists are exact
+    more = np.concatenate([vectors, clustered_rows(200, 32, seed=22)])
+    grown = reopened.extend(more, [*ids, *[f"b{i}" for i in range(200)]])
+    assert grown.method == "faiss" and len(TopKGraph.open(tmp_path / "approx")) == 3200
+    new_rows, _ = exact_topk(more, 16, rows=range(3000, 3200))
+    np.testing.assert_array_equal(np.asarray(grown.neighbour_rows)[3000:], new_rows)
+
+
+def test_auto_method_switches_at_the_threshold(tmp_path: Path) -> None:
+    vectors = clustered_rows(300, 16, seed=23)
+    ids = [f"r{i}" for i in range(300)]
+    small = TopKGraph.build(tmp_path / "s", vectors, ids, k=5, exact_max_rows=300)
+    large = TopKGraph.build(tmp_path / "l", vectors, ids, k=5, exact_max_rows=299)
+    assert (small.method, large.method) == ("exact", "faiss")
+    with pytest.raises(CorpusError, match="unknown graph method"):
+        TopKGraph.build(tmp_path / "x", vectors, ids, k=5, method="annoy")  # type: ignore[arg-type]
