@@ -103,3 +103,28 @@ def test_on_demand_batches_and_unknown_documents(config: Config) -> None:
     assert all(i != ids[0] for i, _ in graph.neighbours(ids[0], 19))
     with pytest.raises(CorpusError):
         graph.neighbours("never-seen", 3)
+
+
+def test_llamaindex_index_on_demand_matches_the_built_graph(config: Config, tmp_path: Path) -> None:
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.schema import TextNode
+
+    from rag_complexity_agents.integrations.byo import from_llamaindex
+    from rag_complexity_agents.integrations.llamaindex import RCAEmbedding
+
+    nodes = [
+        TextNode(text=d.page_content, id_=str(d.id), metadata=d.metadata)
+        for d in demo_documents(30)
+    ]
+    index = VectorStoreIndex(nodes, embed_model=RCAEmbedding())
+    built = from_llamaindex(index, config=config)
+    on_demand = from_llamaindex(
+        index,
+        config=config,
+        neighbours="on_demand",
+        neighbour_cache=tmp_path / "n.sqlite",
+        cache_key="li-demo",
+    )
+    assert on_demand.store.graph_source == "on_demand" and len(on_demand.store) == 30
+    same_rankings(built, on_demand)
+    on_demand.store.graph.close()
