@@ -40,8 +40,8 @@ SEARCH_ROWS = 8192
 
 
 def default_ef_search(k: int) -> int:
-    """HNSW's candidate list size at search time for ``k`` neighbours (measured: graph recall
-    ≥ 0.95 at k = 16 and k = 100 on real MiniLM embeddings, see docs/scaling.md)."""
+    """HNSW's candidate list size at search time for ``k`` neighbours (about twice k; the
+    recall it reaches is measured in benchmarks/results/index_build.md)."""
     return max(64, 2 * (k + 1))
 
 

@@ -54,8 +54,9 @@ __all__ = [
 ]
 
 GraphMethod = Literal["auto", "exact", "faiss"]
-#: ``method="auto"`` builds the exact graph up to this many rows and an approximate one above
-#: (measured: the point where the approximate build gets faster; see docs/scaling.md).
+#: ``method="auto"`` builds the exact graph up to this many rows and an approximate one above.
+#: Provisional: the exact build's measured n² cost (34.5 s at 100k on two idle cores, so about
+#: 2.5 min at 200k) is where waiting starts to hurt; see docs/scaling.md for the measurements.
 EXACT_MAX_ROWS = 200_000
 
 #: Relative slack for comparing float32 similarities with stored float16 ones (2^-10 > 2^-11).
