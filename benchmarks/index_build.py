@@ -695,9 +695,9 @@ def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]
         "real_rows": len(real),
         "noise": args.noise,
         "command": command,
-        "capacity": [],
     }
     gflops = float(previous.get("rows", [{}])[-1].get("graph_gflops", 200.0))
+    scale["capacity"] = _capacity([], gflops)
     if args.on_demand_size:
         print(f"scale: on-demand neighbours, Chroma server, {args.on_demand_size:,} chunks ...")
         scale["on_demand"] = _on_demand_latency(real, args)
