@@ -26,6 +26,12 @@ How the user's documents become a corpus:
 * documents returned later that were not listed join the corpus on the fly (scored by our
   embedder) but have no graph neighbours (``trace["graph"]["unknown_ids"]`` counts them);
 * a store that returns nothing gives an empty ranking (and an empty result, no error).
+
+With ``neighbours="on_demand"`` nothing is listed and no graph is built: NAR asks the store for
+the nearest documents of each scored document when it needs them (see
+:mod:`~rag_complexity_agents.integrations.neighbours`), cached in ``neighbour_cache`` (default
+``<corpus.home>/neighbours.sqlite``). Use it when the store is larger than a few hundred
+thousand documents or lives in a vector database cluster.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 
@@ -41,8 +48,18 @@ from ..components import Components
 from ..config import Config
 from ..errors import CorpusError, InputError
 from ..types import Chunk, ScoredDoc
+from .neighbours import (
+    ChromaSource,
+    LangChainSource,
+    LlamaIndexSource,
+    NeighbourSource,
+    OnDemandGraph,
+)
 
 SearchFn = Callable[[str, int], Sequence[tuple[Chunk, float | None]]]
+NeighbourMode = Literal["graph", "on_demand"]
+#: The collection size reported for an on-demand store that cannot count its documents.
+UNKNOWN_SIZE = 2**31 - 1
 
 
 def content_id(text: str, title: str = "") -> str:
@@ -110,6 +127,7 @@ class ExternalCorpus:
         graph_k: int = 16,
         store_vectors: np.ndarray | None = None,
         name: str = "external",
+        size: int | None = None,
     ) -> None:
         self.name = name
         self.embedder = embedder
@@ -122,12 +140,26 @@ class ExternalCorpus:
             store_vectors = None  # duplicates were dropped: fall back to our embedder
         self._store_vectors = store_vectors
         self._vectors: dict[str, np.ndarray] = {}
-        self._graph: InMemoryNeighbourGraph | None = None
+        self._graph: InMemoryNeighbourGraph | OnDemandGraph | None = None
         self._lock = threading.RLock()
+        self._size = size
         self.graph_source = "store" if store_vectors is not None else "embedder"
 
     def __len__(self) -> int:
-        return len(self._chunks)
+        """Documents known here, or the store's size when neighbours come on demand."""
+        return max(len(self._chunks), self._size or 0)
+
+    def use_on_demand(self, source: NeighbourSource, cache_path: str | Path | None) -> None:
+        """Serve ``graph`` from ``source`` on demand instead of building it."""
+        with self._lock:
+            self._graph = OnDemandGraph(
+                source,
+                chunk_of=self.chunk,
+                add_chunk=self.add,
+                k=self.graph_k,
+                cache_path=cache_path,
+            )
+            self.graph_source = "on_demand"
 
     @property
     def ids(self) -> list[str]:
@@ -155,7 +187,7 @@ class ExternalCorpus:
             return np.stack([self._vectors[i] for i in chunk_ids])
 
     @property
-    def graph(self) -> InMemoryNeighbourGraph:
+    def graph(self) -> InMemoryNeighbourGraph | OnDemandGraph:
         with self._lock:
             if self._graph is None:
                 if len(self._listed) < 2:
@@ -239,8 +271,19 @@ def _build(
     profile: str | None,
     use_store_vectors: bool,
     name: str,
+    source: NeighbourSource | None = None,
+    neighbour_cache: str | Path | None = None,
 ) -> ByoComponents:
+    """Components over ``search``; the graph over ``listed``, or on demand from ``source``."""
     cfg = _config(config, profile)
+    if source is not None:
+        size = source.size()
+        corpus = ExternalCorpus(
+            [], embedder=_embedder(cfg), graph_k=cfg.graph.k, name=name, size=size or UNKNOWN_SIZE
+        )
+        cache = neighbour_cache or Path(cfg.corpus.home) / "neighbours.sqlite"
+        corpus.use_on_demand(source, cache)
+        return ByoComponents(cfg, corpus, ExternalFirstStage(search, corpus, name=name))
     if not listed:
         raise CorpusError(
             f"cannot list the documents of {name}; pass documents= (LangChain) or nodes= "
@@ -335,6 +378,22 @@ def langchain_search(source: Any) -> SearchFn:
     )
 
 
+def langchain_neighbour_source(store: Any, key: str | None = None) -> NeighbourSource:
+    """The on-demand neighbour source of a LangChain ``VectorStore`` (a ``langchain_chroma``
+    store is asked through its Chroma collection)."""
+    from langchain_core.vectorstores import VectorStore
+
+    store = getattr(store, "vectorstore", None) or store
+    if not isinstance(store, VectorStore):
+        raise InputError(
+            f"on-demand neighbours need a LangChain VectorStore, got {type(store).__name__}"
+        )
+    collection = getattr(store, "_collection", None)
+    if collection is not None and hasattr(collection, "query"):  # langchain_chroma.Chroma
+        return ChromaSource(collection, make_chunk)
+    return LangChainSource(store, chunk_from_langchain, key=key)
+
+
 def from_langchain(
     source: Any,
     *,
@@ -342,14 +401,32 @@ def from_langchain(
     config: Config | None = None,
     profile: str | None = "cpu",
     use_store_vectors: bool = True,
+    neighbours: NeighbourMode = "graph",
+    neighbour_cache: str | Path | None = None,
+    cache_key: str | None = None,
 ) -> ByoComponents:
     """Components whose first stage is a LangChain ``VectorStore`` or ``BaseRetriever``.
 
     ``documents`` (LangChain Documents) are all the store's documents; without them they are
     read from the store when it can list them (see the module docstring). ``profile`` is the
     agents profile applied to ``config`` (``cpu`` shrinks paper-sized knobs, ``paper`` keeps
-    them).
+    them). ``neighbours="on_demand"`` asks the store for neighbours instead of building the
+    graph (a ``VectorStore`` or its retriever); they persist in ``neighbour_cache`` under the
+    store's identity (a Chroma collection's id, else ``cache_key``; without either they are
+    kept in memory only).
     """
+    if neighbours == "on_demand":
+        return _build(
+            langchain_search(source),
+            [],
+            None,
+            config=config,
+            profile=profile,
+            use_store_vectors=use_store_vectors,
+            name=f"langchain:{type(source).__name__}",
+            source=langchain_neighbour_source(source, cache_key),
+            neighbour_cache=neighbour_cache,
+        )
     if documents is not None:
         listed, vectors = [chunk_from_langchain(d) for d in documents], None
     else:
@@ -427,10 +504,31 @@ def from_llamaindex(
     config: Config | None = None,
     profile: str | None = "cpu",
     use_store_vectors: bool = True,
+    neighbours: NeighbourMode = "graph",
+    neighbour_cache: str | Path | None = None,
+    cache_key: str | None = None,
 ) -> ByoComponents:
     """Components whose first stage is a LlamaIndex retriever or index (e.g.
     ``VectorStoreIndex``). ``nodes`` are all its nodes; without them they are read from the
-    index's docstore."""
+    index's docstore. ``neighbours="on_demand"`` (an index only) asks its vector store for
+    neighbours instead of building the graph; ``neighbour_cache``/``cache_key`` as in
+    :func:`from_langchain`."""
+    if neighbours == "on_demand":
+        if not hasattr(source, "vector_store"):
+            raise InputError(
+                f"on-demand neighbours need a LlamaIndex index, got {type(source).__name__}"
+            )
+        return _build(
+            llamaindex_search(source),
+            [],
+            None,
+            config=config,
+            profile=profile,
+            use_store_vectors=use_store_vectors,
+            name=f"llamaindex:{type(source).__name__}",
+            source=LlamaIndexSource(source, chunk_from_llamaindex, key=cache_key),
+            neighbour_cache=neighbour_cache,
+        )
     if nodes is not None:
         listed, vectors = [chunk_from_llamaindex(n) for n in nodes], None
     else:
@@ -456,6 +554,7 @@ __all__ = [
     "content_id",
     "from_langchain",
     "from_llamaindex",
+    "langchain_neighbour_source",
     "langchain_search",
     "llamaindex_search",
     "make_chunk",
