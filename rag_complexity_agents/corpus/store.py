@@ -37,7 +37,7 @@ from ..errors import CorpusError
 from ..models.embeddings import SentenceTransformerEmbedder, load_embedder
 from ..types import Chunk
 from .documents import SourceDocument, chunk_document
-from .graph import EXACT_MAX_ROWS, TopKGraph
+from .graph import TopKGraph
 
 MANIFEST_VERSION = 1
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]$")
@@ -466,8 +466,8 @@ class CorpusStore:
                     self.ids,
                     k=m.graph_k,
                     block_size=self.config.graph.block_size,
-                    method=getattr(self.config.graph, "method", "auto"),
-                    exact_max_rows=getattr(self.config.graph, "exact_max_rows", EXACT_MAX_ROWS),
+                    method=self.config.graph.method,
+                    exact_max_rows=self.config.graph.exact_max_rows,
                 )
             else:
                 TopKGraph.open(graph_dir).extend(embeddings, self.ids)
