@@ -29,7 +29,7 @@ from langgraph.graph import END, START, StateGraph
 
 from ...errors import ConfigError, InputError
 from ...types import RunResult
-from .classifier import ComplexityClassifier, Probabilities, best_label
+from .base import ComplexityClassifier, Probabilities, best_label
 from .labels import LABELS, Label
 
 StrategyFn = Callable[[str], RunResult]
