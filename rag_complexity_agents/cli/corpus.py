@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -70,7 +70,7 @@ def info(
 
     cfg = build_config(config, set_)
     names = [collection] if collection else list_collections(cfg)
-    report = {
+    report: dict[str, Any] = {
         "home": str(cfg.corpus.home),
         "collections": {name: CorpusStore.open(name, cfg).stats() for name in names},
         "models": [asdict(m) for m in list_packaged_models(cfg.models.home)],

@@ -146,7 +146,7 @@ def train_classifier(
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     started = time.perf_counter()
-    label2id = {label: i for i, label in enumerate(LABELS)}
+    label2id: dict[str, int] = {label: i for i, label in enumerate(LABELS)}
     with TorchThreads(threads):
         torch.manual_seed(seed)
         tokenizer = AutoTokenizer.from_pretrained(str(source))

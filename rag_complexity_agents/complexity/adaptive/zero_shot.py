@@ -124,7 +124,7 @@ class LLMZeroShotClassifier:
         top = getattr(self.chat, "top_next_tokens", None)
         if not callable(top):
             return None
-        mass = dict.fromkeys(LABELS, 0.0)
+        mass: dict[str, float] = dict.fromkeys(LABELS, 0.0)
         for token, logprob in top(self._messages(question), k=40):
             key = token.strip().upper()
             if key in mass:

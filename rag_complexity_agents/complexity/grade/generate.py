@@ -227,7 +227,7 @@ class GradeGenerator:
         chunk_ids = list(dict.fromkeys(sentence_chunk[lk.triple.sentence_id] for lk in path.links))
         supporting = tuple(chunks[c] for c in chunk_ids)
         vectors = self.embedder.encode([question, *(s["text"] for s in supporting)])
-        sims = cosine_similarities(vectors[0], vectors[1:])
+        sims = cosine_similarities(vectors[0], vectors[1:]).tolist()
         aliases = tuple(
             sorted(
                 a
