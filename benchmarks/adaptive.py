@@ -55,6 +55,7 @@ from _common import ANALYSIS_END, ANALYSIS_START, REPO, machine, read_analysis
 from rag_complexity_agents.config import Config, default_home
 from rag_complexity_agents.corpus.store import CorpusStore
 from rag_complexity_agents.errors import RCAError
+from rag_complexity_agents.eval.cache import LLMCallCache
 from rag_complexity_agents.eval.datasets import (
     QARecord,
     build_pooled_corpus,
@@ -380,33 +381,33 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any] | None:
 
 
 class CachedLLMClassifier:
-    """The zero-shot LLM classifier with its predictions (and their seconds) kept on disk."""
+    """The zero-shot LLM classifier with its predictions (and their seconds) in the package's
+    LLM call cache, keyed by ``key`` (model and prompt) and the question."""
 
     llm_calls_per_question = 1
 
-    def __init__(self, inner: Any, path: Path) -> None:
+    def __init__(self, inner: Any, cache: LLMCallCache, key: str) -> None:
         self.inner = inner
         self.name = inner.name
-        self.path = path
-        self.store: dict[str, Any] = (
-            json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        )
+        self.cache = cache
+        self.key = key
+        self.seconds_of: dict[str, float] = {}
 
     def predict_proba(self, questions: Sequence[str]) -> list[dict[str, float]]:
         out = []
         for question in questions:
-            if question not in self.store:
-                started = time.perf_counter()
-                probs = self.inner.predict_proba([question])[0]
-                self.store[question] = {"p": probs, "s": time.perf_counter() - started}
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self.path.write_text(json.dumps(self.store), encoding="utf-8")
-            out.append(self.store[question]["p"])
+            entry = self.cache.memo(
+                f"adaptive.llm:{self.key}:{question}",
+                lambda q=question: self.inner.predict_proba([q])[0],
+                kind="adaptive.llm",
+            )
+            self.seconds_of[question] = entry.seconds
+            out.append(entry.value)
         return out
 
     def seconds(self, questions: Sequence[str]) -> float:
         """Mean seconds per question the predictions originally took."""
-        return sum(self.store[q]["s"] for q in questions) / max(len(questions), 1)
+        return sum(self.seconds_of[q] for q in questions) / max(len(questions), 1)
 
 
 def scores(gold: Sequence[str], pred: Sequence[str]) -> dict[str, Any]:
@@ -432,17 +433,17 @@ def classifier_part(
     args: argparse.Namespace, parts: EvalComponents, exclude: set[str]
 ) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
     """Train/evaluate the three classifiers; returns them (for routing) and the score rows."""
+    from rag_complexity_agents.complexity.adaptive.base import META_FILE, best_label, read_meta
     from rag_complexity_agents.complexity.adaptive.classifier import (
-        META_FILE,
-        ZERO_SHOT_EXAMPLES,
-        ZERO_SHOT_SYSTEM,
         HeuristicClassifier,
         LLMZeroShotClassifier,
         TfidfClassifier,
-        best_label,
         load_classifier,
-        read_meta,
         train_classifier,
+    )
+    from rag_complexity_agents.complexity.adaptive.zero_shot import (
+        ZERO_SHOT_EXAMPLES,
+        ZERO_SHOT_SYSTEM,
     )
 
     train, test = classifier_split(
@@ -472,9 +473,10 @@ def classifier_part(
     prompt_key = hashlib.sha256(
         json.dumps([ZERO_SHOT_SYSTEM, ZERO_SHOT_EXAMPLES, inner.calibrate]).encode()
     ).hexdigest()[:8]
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", args.model)
     llm = CachedLLMClassifier(
-        inner, Path(args.cache) / "adaptive" / f"llm_preds_{slug}_{prompt_key}.json"
+        inner,
+        LLMCallCache(Path(args.cache) / "adaptive" / "llm_preds.sqlite"),
+        f"{args.model}:{prompt_key}",
     )
     questions = [q for q, _, _ in test]
     gold = [y for _, y, _ in test]

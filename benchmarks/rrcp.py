@@ -23,11 +23,11 @@ Table-4 style: for every harness run file found under ``--runs`` (default: the e
 benchmark's), correctness (cover-EM) of the questions RRCP (lexical, thresholds calibrated on
 that dataset's row) calls complex vs not complex, and Pearson correlations.
 
-All scores are cached in ``<cache>/rrcp/<corpus fingerprint>/scores.jsonl``: rerunning
-resumes. The corpus does not depend on the run files (``--run-questions`` fixes which
-questions' paragraphs it pools), so a rerun after the end-to-end runs grew only scores the
-new questions. Run from
-the repository root::
+All scores are cached in ``<cache>/rrcp/<corpus fingerprint>/scores.sqlite`` (the package's
+LLM call cache, keyed by score kind and question): rerunning resumes. The corpus does not
+depend on the run files (``--run-questions`` fixes which questions' paragraphs it pools), so
+a rerun after the end-to-end runs grew only scores the new questions. Run from the
+repository root::
 
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RCA_MODELS__N_THREADS=1 OMP_NUM_THREADS=1 \\
         .venv/bin/python benchmarks/rrcp.py --data ../shared/data
@@ -43,7 +43,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,7 @@ from rag_complexity_agents.complexity.rrcp_evaluators import (
 from rag_complexity_agents.config import Config, default_home
 from rag_complexity_agents.corpus.store import CorpusStore
 from rag_complexity_agents.errors import RCAError
+from rag_complexity_agents.eval.cache import LLMCallCache
 from rag_complexity_agents.eval.datasets import (
     QARecord,
     build_pooled_corpus,
@@ -201,29 +202,9 @@ def iter_run_lines(runs: str | None) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------------------
 
 
-class ScoreCache:
-    """Append-only JSONL of {key, kind, value}; the last value per (key, kind) wins."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.values: dict[tuple[str, str], Any] = {}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                try:
-                    row = json.loads(line)
-                    self.values[(row["key"], row["kind"])] = row["value"]
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    continue
-
-    def get(self, key: str, kind: str) -> Any:
-        return self.values.get((key, kind))
-
-    def put(self, key: str, kind: str, value: Any) -> None:
-        self.values[(key, kind)] = value
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"key": key, "kind": kind, "value": value}) + "\n")
-            handle.flush()
+def cached_score(cache: LLMCallCache, item: Item, kind: str, compute: Callable[[], Any]) -> Any:
+    """The score ``kind`` of ``item`` from the cache, else computed and stored."""
+    return cache.memo(f"rrcp:{kind}:{item.key}", compute, kind=f"rrcp.{kind}").value
 
 
 class Scorer:
@@ -245,53 +226,51 @@ class Scorer:
             self._chat = load_chat_model(self.args.model, models, models.home)
         return self._chat
 
-    def base(self, item: Item, cache: ScoreCache) -> dict[str, Any]:
+    def base(self, item: Item, cache: LLMCallCache) -> dict[str, Any]:
         """Retrieval + token similarities + lexical s_i (cheap)."""
-        value = cache.get(item.key, "base")
-        if value is None:
+
+        def compute() -> dict[str, Any]:
             docs = self.first_stage.search(item.question, self.args.k)[: self.args.k]
             passages = [d.text[: self.args.passage_chars] for d in docs]
             words, sims = self.relevance.raw_similarities(item.question, passages)
             lexical = self.lexical.answer_scores(item.question, item.references, passages)
-            value = {
+            return {
                 "doc_ids": [d.id for d in docs],
                 "words": words,
                 "sims": sims.round(5).tolist(),
                 "lexical": lexical.round(5).tolist(),
             }
-            cache.put(item.key, "base", value)
-        return value
 
-    def lexical_full(self, item: Item, cache: ScoreCache) -> list[float]:
+        return cached_score(cache, item, "base", compute)
+
+    def lexical_full(self, item: Item, cache: LLMCallCache) -> list[float]:
         """Lexical s_i on the whole passages (containment is free; the cut to
         ``--passage-chars`` only exists to bound LLM prompts)."""
-        value = cache.get(item.key, "lexical_full")
-        if value is None:
+
+        def compute() -> list[float]:
             base = self.base(item, cache)
             passages = [self.store.chunk(i).text for i in base["doc_ids"]]
-            value = self.lexical.answer_scores(item.question, item.references, passages).tolist()
-            cache.put(item.key, "lexical_full", value)
-        return value
+            return self.lexical.answer_scores(item.question, item.references, passages).tolist()
 
-    def llm_scores(self, item: Item, cache: ScoreCache) -> list[float]:
-        value = cache.get(item.key, f"llm_k{self.args.llm_k}")
-        if value is None:
+        return cached_score(cache, item, "lexical_full", compute)
+
+    def llm_scores(self, item: Item, cache: LLMCallCache) -> list[float]:
+        def compute() -> list[float]:
             base = self.base(item, cache)
             passages = [
                 self.store.chunk(i).text[: self.args.passage_chars]
                 for i in base["doc_ids"][: self.args.llm_k]
             ]
             evaluator = LLMAnswerEvaluator(self.chat, passage_chars=self.args.passage_chars)
-            value = evaluator.answer_scores(item.question, item.references, passages).tolist()
-            cache.put(item.key, f"llm_k{self.args.llm_k}", value)
-        return value
+            return evaluator.answer_scores(item.question, item.references, passages).tolist()
 
-    def baseline(self, item: Item, cache: ScoreCache) -> float:
-        value = cache.get(item.key, "llm_baseline")
-        if value is None:
-            value = LLMComplexityClassifier(self.chat).probability(item.question)
-            cache.put(item.key, "llm_baseline", value)
-        return float(value)
+        return cached_score(cache, item, f"llm_k{self.args.llm_k}", compute)
+
+    def baseline(self, item: Item, cache: LLMCallCache) -> float:
+        def compute() -> float:
+            return LLMComplexityClassifier(self.chat).probability(item.question)
+
+        return float(cached_score(cache, item, "llm_baseline", compute))
 
 
 def s_d(sims: Sequence[Sequence[float]], tau: float, k: int) -> float:
@@ -533,7 +512,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     if len(store) < len(pooled):
         print(f"indexing {len(pooled)} paragraphs into {store.directory}", flush=True)
         store.ingest(pooled.documents, progress=True)
-    cache = ScoreCache(Path(args.cache) / "rrcp" / pooled.fingerprint / "scores.jsonl")
+    cache = LLMCallCache(Path(args.cache) / "rrcp" / pooled.fingerprint / "scores.sqlite")
     scorer = Scorer(args, config, store)
 
     unique = {i.key: i for items in rows_items.values() for i in items}

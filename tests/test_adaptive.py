@@ -271,6 +271,38 @@ def test_tfidf_baseline_round_trips(tmp_path: Path) -> None:
     assert best_label(before[0]) == "C"
 
 
+def test_tfidf_is_saved_as_arrays_and_json_without_pickle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pickle
+
+    questions = [q for q, _ in TINY] + ["Who is the mother of the director of Jaws?"]
+    clf = TfidfClassifier.train(TINY, seed=3)
+    before = clf.predict_proba(questions)
+    target = clf.save(tmp_path / "tfidf", n=len(TINY))
+    assert sorted(p.name for p in target.iterdir()) == [META_FILE, "tfidf.json", "tfidf.npz"]
+
+    def no_pickle(*_: object, **__: object) -> object:
+        raise AssertionError("the TF-IDF classifier must load without pickle")
+
+    monkeypatch.setattr(pickle, "load", no_pickle)
+    monkeypatch.setattr(pickle, "loads", no_pickle)
+    loaded = TfidfClassifier.load(target)
+    assert loaded.predict_proba(questions) == before
+    assert [best_label(p) for p in loaded.predict_proba(questions)] == [
+        best_label(p) for p in before
+    ]
+    # a binary model (two classes) round-trips too
+    binary = TfidfClassifier.train([(q, "B" if y == "A" else y) for q, y in TINY])
+    binary.save(tmp_path / "binary")
+    assert load_classifier(tmp_path / "binary").predict_proba(questions) == binary.predict_proba(
+        questions
+    )
+    (tmp_path / "binary" / "tfidf.npz").unlink()
+    with pytest.raises(ModelNotAvailable, match=r"tfidf\.npz"):
+        load_classifier(tmp_path / "binary")
+
+
 def test_heuristic_separates_nested_questions() -> None:
     simple, nested = HeuristicClassifier().predict_proba(
         ["Who wrote Hamlet?", "Who is the spouse of the director of the film that won in 1998?"]

@@ -98,6 +98,31 @@ def test_sampling_is_cached_as_a_whole(cache: LLMCallCache) -> None:
     assert not hasattr(plain, "sample")  # strategies can still tell the models apart
 
 
+def test_memo_stores_computed_values_and_retries_failures(tmp_path: Path) -> None:
+    path = tmp_path / "llm.sqlite"
+    cache = LLMCallCache(path)
+    computed: list[str] = []
+
+    def compute(value: object) -> object:
+        computed.append(str(value))
+        return value
+
+    first = cache.memo("k", lambda: compute({"p": 0.5}), kind="test")
+    assert (first.value, first.hit) == ({"p": 0.5}, False) and first.seconds >= 0
+    with call_stats() as stats:
+        again = LLMCallCache(path).memo("k", lambda: compute("other"), kind="test")
+    assert (again.value, again.hit) == ({"p": 0.5}, True) and stats.hits == 1
+    # None (a failure) is not stored, so the next call computes again
+    assert cache.memo("failed", lambda: compute(None), kind="test").value is None
+    assert cache.memo("failed", lambda: compute(7), kind="test").value == 7
+    # a stored value that the caller cannot use is computed again
+    fixed = cache.memo(
+        "k", lambda: compute("text"), kind="test", valid=lambda v: isinstance(v, str)
+    )
+    assert (fixed.value, fixed.hit) == ("text", False)
+    assert computed == ["{'p': 0.5}", "None", "7", "text"] and len(cache) == 2
+
+
 class FakeNoSample(BaseChatModel):
     @property
     def _llm_type(self) -> str:

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from langchain_core.messages import BaseMessage
 
+from rag_complexity_agents.complexity.grade.claims import parse_numbered, rule_claim
 from rag_complexity_agents.complexity.grade.difficulty import (
     DifficultyItem,
     assign_bins,
@@ -22,16 +24,7 @@ from rag_complexity_agents.complexity.grade.difficulty import (
     quantile_edges,
     retrieval_difficulty,
 )
-from rag_complexity_agents.complexity.grade.generate import (
-    StepLLM,
-    is_factual,
-    parse_groups,
-    parse_numbered,
-    parse_question,
-    parse_triples,
-    rule_claim,
-    split_sentences,
-)
+from rag_complexity_agents.complexity.grade.equivalence import parse_groups
 from rag_complexity_agents.complexity.grade.kg import (
     KnowledgeGraph,
     Triple,
@@ -39,6 +32,10 @@ from rag_complexity_agents.complexity.grade.kg import (
     normalize_entity,
     sample_paths,
 )
+from rag_complexity_agents.complexity.grade.llm import StepLLM
+from rag_complexity_agents.complexity.grade.questions import parse_question
+from rag_complexity_agents.complexity.grade.sentences import is_factual, split_sentences
+from rag_complexity_agents.complexity.grade.triples import parse_triples
 from rag_complexity_agents.errors import InputError
 
 # ---------------------------------------------------------------------------- D_r
@@ -456,19 +453,16 @@ class _ScriptedChat:
     def model_dump(self) -> dict[str, str]:
         return {"script": json.dumps(self.script)}
 
-    def invoke(self, messages: list[tuple[str, str]], **_: object) -> object:
+    def invoke(self, messages: list[BaseMessage], **_: object) -> object:
         self.calls += 1
-        user = messages[-1][1]
+        user = str(messages[-1].content)
         reply = next((v for k, v in self.script.items() if k in user), "")
         return type("Msg", (), {"content": reply})()
 
 
 def test_compose_question_nests_descriptions() -> None:
-    from rag_complexity_agents.complexity.grade.generate import (
-        GradeGenerator,
-        parse_description,
-        replace_name,
-    )
+    from rag_complexity_agents.complexity.grade.generate import GradeGenerator
+    from rag_complexity_agents.complexity.grade.questions import parse_description, replace_name
     from rag_complexity_agents.config import Config
 
     assert replace_name("Tokyo is big?", "Tokyo", "the city X") == "The city X is big?"

@@ -17,9 +17,10 @@ from rag_complexity_agents.complexity.grade.difficulty import (
     DifficultyMatrix,
     difficulty_matrix,
 )
-from rag_complexity_agents.complexity.grade.generate import Claim, GradeGenerator, Sentence
+from rag_complexity_agents.complexity.grade.equivalence import apply_equivalences
 from rag_complexity_agents.complexity.grade.kg import KnowledgeGraph, Triple
 from rag_complexity_agents.complexity.grade.matrix import matrix_markdown
+from rag_complexity_agents.complexity.grade.records import Claim, Sentence
 from rag_complexity_agents.config import Config
 from rag_complexity_agents.errors import InputError
 
@@ -100,9 +101,15 @@ def test_generation_applies_each_equivalence_inside_its_own_cluster() -> None:
     triples = [t for _, _, d in kg.graph.edges(data=True) for t in d["triples"]]
     player = [_claim("a1", "Jordan played for the Bulls."), _claim("a2", "M. J. was born...")]
     country = [_claim("b1", "Jordan borders Israel."), _claim("b2", "Amman is its capital.")]
-    generator = GradeGenerator(Config(), chat=None, embedder=_FlatEmbedder())  # type: ignore[arg-type]
     llm = _GroupingLLM()
-    applied = generator.equivalence(llm, kg, [player, country], triples)  # type: ignore[arg-type]
+    applied = apply_equivalences(
+        llm,  # type: ignore[arg-type]
+        kg,
+        [player, country],
+        triples,
+        _FlatEmbedder(),  # type: ignore[arg-type]
+        Config().grade,
+    )
     assert applied == {"context": 1}  # the country's cluster has no "Michael Jordan"
     assert kg.graph.has_edge("michael jordan", "chicago bulls")
     assert not kg.graph.has_edge("michael jordan", "israel")

@@ -1,5 +1,8 @@
 """An on-disk cache of LLM calls, so reruns and ablations do not pay for the same call twice.
 
+It is the package's one cache of model work: chat calls (below), GRADE's pipeline steps,
+and any other computation keyed by a string (:meth:`LLMCallCache.memo`).
+
 :func:`with_llm_cache` returns a copy of a LangChain chat model whose calls go through an
 :class:`LLMCallCache` (a LangChain ``BaseCache`` in one SQLite file). The copy is an instance
 of a subclass of the model's own class, so ``isinstance`` checks, ``model_copy`` and every
@@ -31,7 +34,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,8 +123,11 @@ def _record(hit: bool, seconds: float) -> None:
 
 @dataclass(frozen=True, slots=True)
 class CacheEntry:
+    """A stored value, the seconds its computation took, and whether it came from the store."""
+
     value: Any
     seconds: float
+    hit: bool = True
 
 
 def _sha256(*parts: str) -> str:
@@ -190,6 +196,34 @@ class LLMCallCache(BaseCache):
                 "VALUES (?, ?, ?, ?, ?)",
                 (key, kind, payload, float(seconds), time.time()),
             )
+
+    def memo(
+        self,
+        key: str,
+        compute: Callable[[], Any],
+        *,
+        kind: str,
+        valid: Callable[[Any], bool] | None = None,
+    ) -> CacheEntry:
+        """The value stored under ``key`` (when ``valid`` accepts it), else ``compute()``.
+
+        A computed value is stored with the seconds it took, unless it is None (a failure
+        that the next run should retry). Hits and misses count like those of chat calls
+        (:attr:`hits`, :attr:`misses`, :func:`call_stats`).
+        """
+        entry = self.get(key)
+        if entry is not None and (valid is None or valid(entry.value)):
+            self._hit(entry.seconds)
+            return entry
+        with self._lock:
+            self.misses += 1
+        started = time.perf_counter()
+        value = compute()
+        seconds = time.perf_counter() - started
+        _record(False, seconds)
+        if value is not None:
+            self.put(key, value, kind=kind, seconds=seconds)
+        return CacheEntry(value, seconds, hit=False)
 
     def __len__(self) -> int:
         with self._lock:

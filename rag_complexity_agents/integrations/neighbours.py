@@ -77,7 +77,7 @@ class ChromaSource:
 
     def __init__(self, collection: Any, make_chunk: Callable[..., Chunk]) -> None:
         self.collection = collection
-        self.key = f"chroma:{collection.id}"
+        self.key: str | None = f"chroma:{collection.id}"
         self._make_chunk = make_chunk
 
     def size(self) -> int | None:

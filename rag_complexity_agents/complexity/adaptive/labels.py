@@ -139,8 +139,8 @@ def label_from_runs(
     """
     if questions is None:
         seen: dict[str, Mapping[str, Any]] = {}
-        for label in LABELS:
-            for qid, line in (runs.get(label) or {}).items():
+        for route in LABELS:
+            for qid, line in (runs.get(route) or {}).items():
                 seen.setdefault(qid, line)
         questions = list(seen.values())
     out: list[LabelledQuestion] = []
@@ -148,10 +148,10 @@ def label_from_runs(
         qid = str(item["id"])
         dataset = str(item.get("dataset") or "")
         correct: dict[str, bool] = {}
-        for label in LABELS:
-            line = (runs.get(label) or {}).get(qid)
-            if line is not None:
-                correct[label] = is_correct(line, metric, min_score)
+        for route in LABELS:
+            run_line = (runs.get(route) or {}).get(qid)
+            if run_line is not None:
+                correct[route] = is_correct(run_line, metric, min_score)
         hops = item.get("hops")
         label, source = auto_label(
             correct, bias_label(dataset, hops if isinstance(hops, int) else None)
