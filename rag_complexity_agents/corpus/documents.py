@@ -163,7 +163,8 @@ def iter_documents(path: str | Path) -> Iterator[Document]:
 
     Raises CorpusError for a missing path, a directory without supported files, a binary or
     non-UTF-8 file, or a malformed JSONL line, naming the file (and line). Text files are
-    yielded as :class:`TextFileDocument` (read when chunked); symbolic links inside a directory
+    checked by a streamed pass and yielded as :class:`TextFileDocument` (read again, as a
+    stream, when chunked); symbolic links inside a directory
     that lead outside it are skipped with a note.
     """
     root = Path(path).expanduser()
@@ -185,7 +186,10 @@ def iter_documents(path: str | Path) -> Iterator[Document]:
         elif suffix in TEXT_SUFFIXES:
             rel = file.relative_to(base).as_posix()
             title = file.stem.replace("_", " ").replace("-", " ")
-            yield TextFileDocument(id=rel, path=file, title=title, metadata={"path": rel})
+            doc = TextFileDocument(id=rel, path=file, title=title, metadata={"path": rel})
+            for _ in doc.blocks():  # a streamed pass that fails early on binary / non-UTF-8
+                pass
+            yield doc
         else:
             raise CorpusError(
                 f"{file}: unsupported file type {suffix!r}; use one of "

@@ -160,9 +160,8 @@ class CorpusStore:
         self.directory = directory
         self.manifest = manifest
         self.config = config
-        self._lock = FileLock(
-            directory.parent / ".locks" / f"{directory.name}.lock", thread_local=False
-        )
+        self._lock_path = directory.parent / ".locks" / f"{directory.name}.lock"
+        self._lock = FileLock(self._lock_path, thread_local=False)
 
     # ----------------------------------------------------------------- opening
     @classmethod
@@ -242,7 +241,7 @@ class CorpusStore:
     def writing(self) -> Iterator[None]:
         """Hold the collection's writer lock; on entry the store reloads what other writers
         committed and cuts off anything uncommitted (a crashed writer's tail)."""
-        self._lock.lock_file.parent.mkdir(parents=True, exist_ok=True)
+        self._lock_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._lock.acquire(timeout=0)
         except Timeout:
@@ -285,7 +284,7 @@ class CorpusStore:
         if not self._has_uncommitted_tail():
             return
         try:
-            self._lock.lock_file.parent.mkdir(parents=True, exist_ok=True)
+            self._lock_path.parent.mkdir(parents=True, exist_ok=True)
             self._lock.acquire(timeout=0)
         except (Timeout, OSError):
             return
