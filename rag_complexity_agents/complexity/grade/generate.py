@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ...agents.parsers import as_text
 from ...config import Config
 from ...corpus.documents import SourceDocument, chunk_grade_setting
 from ...errors import InputError, ModelNotAvailable, ModelServerError
@@ -238,7 +239,7 @@ def parse_numbered(text: str, n: int) -> tuple[dict[int, str], Counter[str]]:
     return {k: v for k, v in out.items() if v}, bad
 
 
-_TRIPLE_LINE = re.compile(r"[(\[]?([^()\[\]]*\|[^()\[\]]*)[)\]]?")
+_BRACKET = re.compile(r"[()\[\]]")  # a triple is the bracket-free part holding a "|"
 
 
 def parse_triples(
@@ -251,13 +252,14 @@ def parse_triples(
     invented entities).
     """
     triples: list[Triple] = []
+    seen: set[Triple] = set()
     bad: Counter[str] = Counter()
-    for raw in text.splitlines():
+    for raw in as_text(text).splitlines():  # bounded input
         line = raw.strip().lstrip("-*• ").strip()
         if "|" not in line:
             continue
-        match = _TRIPLE_LINE.search(line)
-        fields = [f.strip().strip("\"'`") for f in (match.group(1) if match else line).split("|")]
+        part = next(p for p in _BRACKET.split(line) if "|" in p)
+        fields = [f.strip().strip("\"'`") for f in part.split("|")]
         fields = [f for f in fields if f != ""]
         if len(fields) == 3 and len(ids) == 1:
             fields.append("1")
@@ -282,20 +284,21 @@ def parse_triples(
             bad["triple_ungrounded"] += 1
             continue
         triple = Triple(subject, relation, obj, ids[index])
-        if triple in triples:
+        if triple in seen:
             continue
+        seen.add(triple)
         triples.append(triple)
     return triples, bad
 
 
-_GROUP = re.compile(r"\[([^\]]+)\]\s*[\"']?\s*(always|context)?", re.IGNORECASE)
+_GROUP = re.compile(r"\[([^\[\]]+)\]\s*[\"']?\s*(always|context)?", re.IGNORECASE)
 
 
 def parse_groups(text: str) -> tuple[list[tuple[list[str], str]], Counter[str]]:
     """``[a | b | c] always|context`` lines → (names, kind); NONE → no groups."""
     groups: list[tuple[list[str], str]] = []
     bad: Counter[str] = Counter()
-    for line in text.splitlines():
+    for line in as_text(text).splitlines():  # bounded input
         match = _GROUP.search(line)
         if not match:
             continue
