@@ -307,21 +307,25 @@ def kill_and_resume(tmp: Path, n: int = 600) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------- 100 MB index (child)
-_WORDS = [
-    "".join(random.Random(i).choice("abcdefghijklmnopqrstuvwxyz") for _ in range(2 + i % 9))
-    for i in range(5000)
-]
+def _vocabulary() -> list[str]:
+    """The words of the bundled demo corpus (English: tokens per character as in real text)."""
+    from rag_complexity_agents.corpus.demo import DEMO_CORPUS
+    from rag_complexity_agents.corpus.documents import iter_documents
+
+    words = {w for doc in iter_documents(DEMO_CORPUS) for w in doc.text.split() if w.isalpha()}
+    return sorted(words)
 
 
 def _write_text(path: Path, size_mb: int) -> None:
     rng = random.Random(1)
+    vocabulary = _vocabulary()
     target = size_mb * 2**20
     written = 0
     with open(path, "w", encoding="utf-8") as handle:
         while written < target:
             sentences = []
             for _ in range(rng.randint(3, 8)):
-                words = rng.choices(_WORDS, k=rng.randint(6, 24))
+                words = rng.choices(vocabulary, k=rng.randint(6, 24))
                 sentences.append(" ".join(words).capitalize() + ".")
             paragraph = " ".join(sentences) + "\n\n"
             handle.write(paragraph)
@@ -375,7 +379,10 @@ def _child_encoder_batch() -> None:
     config = Config()
     embedder = load_embedder(config.models.embedding, batch_size=config.models.embed_batch_size)
     rng = random.Random(2)
-    texts = [" ".join(rng.choices(_WORDS, k=150)) for _ in range(config.corpus.ingest_batch_size)]
+    vocabulary = _vocabulary()
+    texts = [
+        " ".join(rng.choices(vocabulary, k=150)) for _ in range(config.corpus.ingest_batch_size)
+    ]
     embedder.encode(texts)
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"peak_rss_mb": round(peak_kb / 1024, 1), "batch": len(texts)}))

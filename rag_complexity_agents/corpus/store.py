@@ -508,23 +508,22 @@ class CorpusStore:
         the run with nothing half-written.
         """
         n_docs, chunks = self.chunk_documents(documents)
-        if n_docs == 0 or not chunks:
+        n_chunks = len(chunks)
+        if n_docs == 0 or not n_chunks:
             raise CorpusError("no text to index: the input holds no non-empty documents")
         with self.writing():
             known = set(self.ids)
             new = [chunk for chunk in chunks if chunk.id not in known]
-            del known
+            n_new = len(new)
+            del known, chunks
             try:
                 self._add_all(new, progress=progress)
             finally:
                 self._discard_if_uncommitted()
+            del new  # the indexes below read the stored chunks; do not hold two copies
             self.refresh_indexes()
         return IngestReport(
-            documents=n_docs,
-            chunks=len(chunks),
-            added=len(new),
-            skipped=len(chunks) - len(new),
-            rows=len(self),
+            documents=n_docs, chunks=n_chunks, added=n_new, skipped=n_chunks - n_new, rows=len(self)
         )
 
     def _add_all(self, new: Sequence[Chunk], *, progress: bool) -> None:
