@@ -59,6 +59,9 @@ MANIFEST_VERSION = 1
 MAX_NAME_CHARS = 100
 _NAME_RE = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{1,{MAX_NAME_CHARS - 2}}}[A-Za-z0-9]$")
 _BM25_PREFIX = "bm25-"
+#: Bytes of one block of similarities while the graph is built or extended: it bounds that
+#: step's memory (a few blocks' worth) whatever the collection size.
+GRAPH_BLOCK_BYTES = 64 * 2**20
 
 
 def validate_collection_name(name: str) -> str:
@@ -381,33 +384,43 @@ class CorpusStore:
     def __len__(self) -> int:
         return self.manifest.rows
 
-    @cached_property
-    def chunks(self) -> list[Chunk]:
-        """The committed chunks, in row order (bytes past the commit are never read)."""
-        out: list[Chunk] = []
-        if self.manifest.chunks_bytes == 0:
-            return out
-        with open(self._chunks_path, "rb") as handle:
-            data = handle.read(self.manifest.chunks_bytes)
-        for line_no, line in enumerate(data.splitlines(), start=1):
-            try:
-                record = json.loads(line)
-                out.append(Chunk(record["id"], record["text"], record["title"], record["metadata"]))
-            except (ValueError, KeyError, TypeError) as exc:
-                raise CorpusError(
-                    f"{self._chunks_path}:{line_no} is damaged ({exc}); delete "
-                    f"{self.directory} and re-index"
-                ) from exc
-        if len(out) != self.manifest.rows:
+    def _records(self) -> Iterator[dict[str, Any]]:
+        """The committed chunk records, in row order, read line by line (bytes past the
+        commit are never read); CorpusError when they do not parse or do not match the
+        manifest's row count."""
+        remaining, count = self.manifest.chunks_bytes, 0
+        if remaining:
+            with open(self._chunks_path, "rb") as handle:
+                while remaining > 0:
+                    line = handle.readline(remaining)
+                    remaining -= len(line)
+                    count += 1
+                    try:
+                        record = json.loads(line)
+                        _ = record["id"], record["text"], record["title"], record["metadata"]
+                    except (ValueError, KeyError, TypeError) as exc:
+                        raise CorpusError(
+                            f"{self._chunks_path}:{count} is damaged ({exc}); delete "
+                            f"{self.directory} and re-index"
+                        ) from exc
+                    yield record
+        if count != self.manifest.rows:
             raise CorpusError(
-                f"{self._chunks_path} holds {len(out)} committed chunks, the manifest "
+                f"{self._chunks_path} holds {count} committed chunks, the manifest "
                 f"{self.manifest.rows}; delete {self.directory} and re-index"
             )
-        return out
+
+    @cached_property
+    def chunks(self) -> list[Chunk]:
+        """The committed chunks, in row order."""
+        return [Chunk(r["id"], r["text"], r["title"], r["metadata"]) for r in self._records()]
 
     @cached_property
     def ids(self) -> list[str]:
-        return [chunk.id for chunk in self.chunks]
+        """The committed chunk ids, in row order (without loading the chunks)."""
+        if "chunks" in self.__dict__:
+            return [chunk.id for chunk in self.chunks]
+        return [record["id"] for record in self._records()]
 
     @cached_property
     def row_of(self) -> dict[str, int]:
@@ -605,7 +618,9 @@ class CorpusStore:
         if m.bm25_rows == m.rows:
             return
         tokens = bm25s.tokenize(
-            [f"{c.title}\n{c.text}" for c in self.chunks], stopwords="en", show_progress=False
+            [f"{r['title']}\n{r['text']}" for r in self._records()],
+            stopwords="en",
+            show_progress=False,
         )
         index = bm25s.BM25()
         index.index(tokens, show_progress=False)
@@ -639,9 +654,12 @@ class CorpusStore:
                 self.ids,
                 k=m.graph_k,
                 block_size=self.config.graph.block_size,
+                max_block_bytes=GRAPH_BLOCK_BYTES,
             )
         else:
-            TopKGraph.open(graph_dir).extend(embeddings, self.ids)
+            TopKGraph.open(graph_dir).extend(
+                embeddings, self.ids, max_block_bytes=GRAPH_BLOCK_BYTES
+            )
         m.graph_rows = m.rows
         self._commit()
 
