@@ -1,17 +1,22 @@
-"""An Ollama-API-compatible HTTP server on 127.0.0.1 whose answers come from the packaged
-llama.cpp model: ``/api/chat`` (NDJSON streamed and non-streamed), ``/api/tags``,
-``/api/show``, ``/api/version``. It records every request for assertions."""
+"""Test HTTP servers on 127.0.0.1.
+
+:class:`QuietHTTPServer` / :func:`running` are the base of every in-process test server: handler
+threads are joined when the server closes and nothing is written to stderr (a client that went
+away is not a test failure, and a traceback printed by a leftover thread would land in another
+test's captured output). :class:`OllamaLike` is an Ollama-API-compatible server whose answers
+come from the packaged llama.cpp model: ``/api/chat`` (NDJSON streamed and non-streamed),
+``/api/tags``, ``/api/show``, ``/api/version``. It records every request for assertions."""
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 
@@ -22,27 +27,63 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-class OllamaLike(ThreadingHTTPServer):
-    daemon_threads = True
+class QuietHTTPServer(ThreadingHTTPServer):
+    """A threaded HTTP server on a free port of 127.0.0.1 that joins its handler threads on
+    close and records handler errors in ``errors`` instead of printing them. ``stopping`` is
+    set when it shuts down, so slow handlers can end early."""
 
+    daemon_threads = False
+    block_on_close = True
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(("127.0.0.1", 0), handler)
+        self.errors: list[BaseException] = []
+        self.stopping = threading.Event()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        self.errors.append(sys.exc_info()[1] or RuntimeError("unknown handler error"))
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler that logs nothing."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+ServerT = TypeVar("ServerT", bound=QuietHTTPServer)
+
+
+@contextmanager
+def running(server: ServerT) -> Iterator[ServerT]:
+    """Serve in a thread; on exit stop, close (joining handler threads) and join the thread."""
+    thread = threading.Thread(target=server.serve_forever, name=f"test-server-{server.url}")
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.stopping.set()
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+class OllamaLike(QuietHTTPServer):
     def __init__(self, chat: BaseChatModel, models: dict[str, str], delay_s: float = 0.0):
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(_Handler)
         self.chat = chat
         self.models = models  # served name -> description
         self.delay_s = delay_s
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()  # one generation at a time, like one Ollama runner
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
 
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     server: OllamaLike
-
-    def log_message(self, *args: Any) -> None:  # keep test output quiet
-        pass
 
     def _json(self, status: int, payload: dict[str, Any]) -> None:
         body = json.dumps(payload).encode()
@@ -92,8 +133,8 @@ class _Handler(BaseHTTPRequestHandler):
         if model not in self.server.models:
             self._json(404, {"error": f"model '{model}' not found, try pulling it first"})
             return
-        if self.server.delay_s:
-            time.sleep(self.server.delay_s)
+        if self.server.delay_s and self.server.stopping.wait(self.server.delay_s):
+            return
         messages = [(ROLES.get(m["role"], "human"), m.get("content", "")) for m in body["messages"]]
         options = body.get("options") or {}
         kwargs: dict[str, Any] = {}
@@ -143,12 +184,5 @@ class _Handler(BaseHTTPRequestHandler):
 def serve(
     chat: BaseChatModel, models: dict[str, str] | None = None, *, delay_s: float = 0.0
 ) -> Iterator[OllamaLike]:
-    server = OllamaLike(chat, models or {"smollm2": "135M"}, delay_s=delay_s)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with running(OllamaLike(chat, models or {"smollm2": "135M"}, delay_s=delay_s)) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)

@@ -12,8 +12,8 @@ import os
 import socket
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from ollama_fake import QuietHandler, QuietHTTPServer, running
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -168,17 +169,16 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class _FakeOllama(BaseHTTPRequestHandler):
-    """Model 'slow' answers after 3 s; any other model is missing (404)."""
+class _FakeOllama(QuietHandler):
+    """Model 'slow' answers after 3 s (or when the server stops); any other model is missing."""
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+    server: QuietHTTPServer
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         model = body.get("model", "")
         if model == "slow":
-            time.sleep(3)
+            self.server.stopping.wait(3)
             payload = {"model": model, "message": {"role": "assistant", "content": "late"}}
             status = 200
         else:
@@ -197,15 +197,23 @@ class _FakeOllama(BaseHTTPRequestHandler):
 
 @pytest.fixture()
 def fake_ollama() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeOllama)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with running(QuietHTTPServer(_FakeOllama)) as server:
+        yield server.url
+
+
+class _GoneClient(QuietHandler):
+    """Fails the way a handler does when its client went away."""
+
+    def do_GET(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_test_servers_stop_cleanly_and_print_nothing(capfd: pytest.CaptureFixture[str]) -> None:
+    with running(QuietHTTPServer(_GoneClient)) as server, pytest.raises(OSError):
+        urllib.request.urlopen(server.url, timeout=10)
+    assert [type(e) for e in server.errors] == [BrokenPipeError]
+    assert not [t for t in threading.enumerate() if t.name.startswith("test-server")]
+    assert capfd.readouterr().err == ""
 
 
 def test_ollama_down_names_host_and_ollama_serve(tmp_path: Path) -> None:

@@ -8,9 +8,11 @@ import pytest
 
 from rag_complexity_agents.corpus.documents import (
     SourceDocument,
+    TextFileDocument,
     chunk_document,
     chunk_id,
     iter_documents,
+    text_pieces,
 )
 from rag_complexity_agents.errors import CorpusError
 
@@ -94,3 +96,71 @@ def test_short_and_empty_documents(embedder) -> None:
     ] == ["A short note."]
     empty = SourceDocument(id="e", text="   \n ")
     assert chunk_document(empty, embedder.token_offsets, chunk_size=64, chunk_overlap=8) == []
+
+
+def test_text_files_are_streamed_and_chunk_like_the_whole_text(embedder, tmp_path: Path) -> None:
+    words = [f"w{i}" if i % 7 else f"Sentence{i}." for i in range(2000)]
+    text = "\ufeff  " + " ".join(words) + "\n\n"
+    (tmp_path / "long.txt").write_text(text, encoding="utf-8")
+    (doc,) = iter_documents(tmp_path / "long.txt")
+    assert isinstance(doc, TextFileDocument) and doc.text == text[1:]
+    blocks = list(doc.blocks(block_bytes=100))
+    assert len(blocks) > 100 and "".join(blocks) == text[1:]
+    whole = SourceDocument(doc.id, doc.text, doc.title, doc.metadata)
+    expected = chunk_document(whole, embedder.token_offsets, chunk_size=64, chunk_overlap=16)
+    for piece_chars in (50, 333, 10_000):
+        got = chunk_document(
+            doc,
+            embedder.token_offsets,
+            chunk_size=64,
+            chunk_overlap=16,
+            piece_chars=piece_chars,
+        )
+        assert got == expected
+    # the tokenizer only ever sees one piece: its input is bounded by piece_chars
+    seen: list[int] = []
+
+    def offsets(piece: str) -> list[tuple[int, int]]:
+        seen.append(len(piece))
+        return embedder.token_offsets(piece)
+
+    chunk_document(doc, offsets, chunk_size=64, chunk_overlap=16, piece_chars=500)
+    assert max(seen) <= 500 and sum(seen) == len(doc.text)
+
+
+def test_pieces_end_at_whitespace() -> None:
+    pieces = list(text_pieces(["alpha beta gam", "ma delta ", "x" * 50], size=12))
+    assert "".join(pieces) == "alpha beta gamma delta " + "x" * 50
+    assert pieces[:2] == ["alpha beta ", "gamma delta "]  # cut after the last space
+    assert pieces[2:] == ["x" * 12] * 4 + ["x" * 2]  # no space at all: cut anyway
+
+
+def test_utf8_errors_name_the_byte_across_blocks(tmp_path: Path) -> None:
+    bad = tmp_path / "late.txt"
+    bad.write_bytes(b"a" * 5000 + b"\xe9t\xc3")
+    with pytest.raises(CorpusError, match=r"late\.txt is not valid UTF-8 \(byte 5000\)"):
+        list(TextFileDocument("late.txt", bad).blocks(block_bytes=64))
+    cut = tmp_path / "cut.txt"
+    cut.write_bytes("é".encode() * 100 + b"\xc3")  # a sequence cut off at the end
+    with pytest.raises(CorpusError, match=r"byte 200\)"):
+        list(iter_documents(cut))
+
+
+def test_symlinks_leading_outside_the_folder_are_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("Secret text.", encoding="utf-8")
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    (root / "own.txt").write_text("Own text.", encoding="utf-8")
+    (root / "link_out.txt").symlink_to(outside / "secret.txt")
+    (root / "dir_out").symlink_to(outside, target_is_directory=True)
+    (root / "sub" / "link_in.md").symlink_to(root / "own.txt")
+    with caplog.at_level("WARNING"):
+        docs = {d.id: d.text for d in iter_documents(root)}
+    assert docs == {"own.txt": "Own text.", "sub/link_in.md": "Own text."}
+    assert "link_out.txt: a symbolic link to" in caplog.text and "dir_out" in caplog.text
+    # a file named on the command line is read even when it is a link
+    assert [d.text for d in iter_documents(root / "link_out.txt")] == ["Secret text."]

@@ -363,7 +363,7 @@ def test_cli_rc_score_json(demo_home: Path) -> None:
          "lexical", "--k", "2", "--json", "--set", f"corpus.home={demo_home}", "-c", "demo"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)  # machine output is on stdout alone
     assert data["Ans"] == 1 and data["complex"] is False and len(data["answer_scores"]) == 2
 
 

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from filelock import FileLock
 
 from rag_complexity_agents.config import Config
 from rag_complexity_agents.corpus.documents import SourceDocument, iter_documents
-from rag_complexity_agents.corpus.store import CorpusStore
+from rag_complexity_agents.corpus.store import MAX_NAME_CHARS, CorpusStore, list_collections
 from rag_complexity_agents.errors import CorpusError
 from rag_complexity_agents.retrieval.first_stage import (
     BM25FirstStage,
@@ -197,7 +198,86 @@ def test_bad_collections_and_inputs(config: Config, tmp_path: Path) -> None:
     store = CorpusStore.open_or_create("blank", config)
     with pytest.raises(CorpusError, match="no text to index"):
         store.ingest(iter_documents(empty), progress=False)
-    assert len(CorpusStore.open("blank", config)) == 0
+    # a failed first index leaves no (empty) collection behind
+    assert not store.directory.exists() and list_collections(config) == []
+    with pytest.raises(CorpusError, match="does not exist"):
+        CorpusStore.open("blank", config)
+    CorpusStore.open_or_create("small", config).ingest(FACTS[:2], progress=False)
     other = config.with_overrides({"corpus.chunk_size": 100})
     with pytest.raises(CorpusError, match="chunk size/overlap"):
-        CorpusStore.open_or_create("blank", other)
+        CorpusStore.open_or_create("small", other)
+
+
+def test_collection_names_fit_every_filesystem(config: Config) -> None:
+    longest = "n" * MAX_NAME_CHARS
+    store = CorpusStore.open_or_create(longest, config)
+    assert store.ingest(FACTS[:1], progress=False).rows == 1
+    assert list_collections(config) == [longest]
+    for name in ("n" * (MAX_NAME_CHARS + 1), "x" * 300, "ab", "-abc", "abc-", "a b c"):
+        with pytest.raises(CorpusError, match=f"3–{MAX_NAME_CHARS} characters") as info:
+            CorpusStore.open_or_create(name, config)
+        assert "\n" not in str(info.value) and len(str(info.value)) < 300
+
+
+def test_readers_see_only_committed_rows_and_a_torn_tail_is_repaired(config: Config) -> None:
+    store = CorpusStore.open_or_create("torn", config)
+    store.ingest(FACTS, progress=False)
+    sizes = {p: p.stat().st_size for p in (store._chunks_path, store._embeddings_path)}
+    # a writer is busy: it holds the lock and has appended half a batch
+    writer = FileLock(store._lock_path)
+    with writer:
+        with open(store._chunks_path, "a", encoding="utf-8") as handle:
+            handle.write('{"id": "half-writ')
+        with open(store._embeddings_path, "ab") as handle:
+            handle.write(b"\x00" * 1000)
+        reader = CorpusStore.open("torn", config)
+        assert [c.id for c in reader.chunks] == store.ids and reader.embeddings.shape == (5, 384)
+        assert HybridFirstStage(reader).search("Who directed Spirited Away?", 1)[0].id
+        assert all(p.stat().st_size > size for p, size in sizes.items())  # not cut under it
+    # no writer: the torn tail is cut off on open
+    CorpusStore.open("torn", config)
+    assert {p: p.stat().st_size for p in sizes} == sizes
+    # committed bytes that do not parse: one line naming the file and line, no traceback
+    text = store._chunks_path.read_text(encoding="utf-8")
+    store._chunks_path.write_text(text.replace('"id"', '"ix"', 1), encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"chunks\.jsonl:1 is damaged"):
+        _ = CorpusStore.open("torn", config).chunks
+
+
+def test_a_second_writer_waits_and_says_so(
+    config: Config, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = CorpusStore.open_or_create("busy", config)
+    store.ingest(FACTS[:2], progress=False)
+    monkeypatch.setattr(CorpusStore, "write_wait_s", 0.2)
+    with FileLock(store._lock_path), pytest.raises(CorpusError, match="still being written"):
+        CorpusStore.open_or_create("busy", config).ingest(FACTS, progress=False)
+    assert "being written by another process; waiting" in caplog.text
+    assert len(CorpusStore.open("busy", config)) == 2
+
+
+def test_concurrent_index_processes_keep_the_collection_consistent(tmp_path: Path) -> None:
+    """Two real `rca index` runs on one collection at once: both succeed, nothing is lost or
+    duplicated, and the collection is usable afterwards."""
+    corpus = tmp_path / "corpus.jsonl"
+    with open(corpus, "w", encoding="utf-8") as handle:
+        for doc in [*FACTS, *synthetic_docs(300)]:
+            handle.write(json.dumps({"id": doc.id, "title": doc.title, "text": doc.text}) + "\n")
+    home = tmp_path / "home"
+    env = {**os.environ, "RCA_CORPUS__HOME": str(home), "RCA_GRAPH__K": "8",
+           "RCA_CORPUS__INGEST_BATCH_SIZE": "16"}  # fmt: skip
+    cmd = [sys.executable, "-m", "rag_complexity_agents.cli", "index", str(corpus), "-c", "both",
+           "--quiet"]  # fmt: skip
+    procs = [
+        subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [proc.communicate(timeout=600) for proc in procs]
+    for proc, (out, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, err
+        assert "305 chunks stored" in out
+    store = CorpusStore.open("both", Config(corpus={"home": home}, graph={"k": 8}))
+    assert len(store) == 305 and len(set(store.ids)) == 305
+    assert store.embeddings.shape == (305, 384) and store.chroma_count() == 305
+    assert len(store.graph) == 305
+    assert HybridFirstStage(store).search("Who directed Spirited Away?", 1)[0].id == store.ids[0]

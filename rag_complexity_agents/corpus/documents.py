@@ -1,10 +1,18 @@
-"""Loading source documents (.txt, .md, JSONL records) and cutting them into token chunks."""
+"""Loading source documents (.txt, .md, JSONL records) and cutting them into token chunks.
+
+Files are read as streams: a text file is decoded block by block and tokenised in pieces that
+end at whitespace, and a JSONL file is read line by line, so memory does not grow with the size
+of a file (only the chunks are kept).
+"""
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import logging
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,9 +20,18 @@ from typing import Any
 from ..errors import CorpusError
 from ..types import Chunk
 
+log = logging.getLogger(__name__)
+
 TEXT_SUFFIXES = frozenset({".txt", ".md", ".markdown"})
 JSONL_SUFFIXES = frozenset({".jsonl"})
 SUPPORTED_SUFFIXES = TEXT_SUFFIXES | JSONL_SUFFIXES
+#: Bytes read from a file at a time.
+BLOCK_BYTES = 1 << 18
+#: Characters tokenised at a time (pieces end at whitespace, see :func:`text_pieces`).
+PIECE_CHARS = 1 << 16
+#: A piece is cut mid-word when its last this many characters hold no whitespace.
+_MAX_WORD_CHARS = 1000
+_BINARY_PROBE = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,22 +43,82 @@ class SourceDocument:
     title: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
+    def blocks(self) -> Iterator[str]:
+        """The text as a stream of blocks (here: one block)."""
+        yield self.text
 
-def _read_utf8(path: Path) -> str:
-    data = path.read_bytes()
-    if b"\x00" in data[:8192]:
-        raise CorpusError(f"{path} looks like a binary file (NUL bytes); only UTF-8 text is read")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise CorpusError(
-            f"{path} is not valid UTF-8 (byte {exc.start}); convert it, e.g. "
-            f"iconv -f latin1 -t utf-8 {path.name}"
-        ) from exc
+
+@dataclass(frozen=True, slots=True)
+class TextFileDocument:
+    """A UTF-8 text file, read only when used: :meth:`blocks` streams it, ``text`` reads it
+    whole. ``id`` is the path relative to the indexed root."""
+
+    id: str
+    path: Path
+    title: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.blocks())
+
+    def blocks(self, block_bytes: int = BLOCK_BYTES) -> Iterator[str]:
+        """The decoded text, block by block (CorpusError for a binary or non-UTF-8 file)."""
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        consumed = 0
+        first = True
+        with open(self.path, "rb") as handle:
+            while True:
+                data = handle.read(block_bytes)
+                if first and b"\x00" in data[:_BINARY_PROBE]:
+                    raise CorpusError(
+                        f"{self.path} looks like a binary file (NUL bytes); only UTF-8 text is read"
+                    )
+                pending = len(decoder.getstate()[0])
+                try:
+                    text = decoder.decode(data, final=not data)
+                except UnicodeDecodeError as exc:
+                    raise _not_utf8(self.path, consumed - pending + exc.start) from exc
+                consumed += len(data)
+                if first:
+                    text = text.removeprefix("\ufeff")
+                    first = False
+                if text:
+                    yield text
+                if not data:
+                    return
+
+
+Document = SourceDocument | TextFileDocument
+
+
+def _not_utf8(path: Path, byte: int) -> CorpusError:
+    return CorpusError(
+        f"{path} is not valid UTF-8 (byte {byte}); convert it, e.g. "
+        f"iconv -f latin1 -t utf-8 {path.name}"
+    )
+
+
+def _jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, decoded line) of a UTF-8 file, read line by line."""
+    consumed = 0
+    with open(path, "rb") as handle:
+        if b"\x00" in handle.read(_BINARY_PROBE):
+            raise CorpusError(
+                f"{path} looks like a binary file (NUL bytes); only UTF-8 text is read"
+            )
+        handle.seek(0)
+        for line_no, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise _not_utf8(path, consumed + exc.start) from exc
+            consumed += len(raw)
+            yield line_no, line.removeprefix("\ufeff") if line_no == 1 else line
 
 
 def _jsonl_records(path: Path) -> Iterator[SourceDocument]:
-    for line_no, line in enumerate(_read_utf8(path).splitlines(), start=1):
+    for line_no, line in _jsonl_lines(path):
         if not line.strip():
             continue
         try:
@@ -63,11 +140,32 @@ def _jsonl_records(path: Path) -> Iterator[SourceDocument]:
         )
 
 
-def iter_documents(path: str | Path) -> Iterator[SourceDocument]:
+def _files_under(root: Path) -> list[Path]:
+    """Supported files below ``root``, sorted. Symbolic links are followed only when they
+    lead to a place inside ``root``; the others are skipped with a logged note."""
+    real_root = root.resolve()
+    files = []
+    for dirpath, dirnames, filenames in os.walk(root):  # does not descend into linked dirs
+        here = Path(dirpath)
+        for name in [*dirnames, *filenames]:
+            path = here / name
+            if path.is_symlink() and not path.resolve().is_relative_to(real_root):
+                log.warning(
+                    "skipped %s: a symbolic link to %s, outside %s", path, path.resolve(), root
+                )
+            elif name in filenames and path.suffix.lower() in SUPPORTED_SUFFIXES and path.is_file():
+                files.append(path)
+    return sorted(files)
+
+
+def iter_documents(path: str | Path) -> Iterator[Document]:
     """Yield the documents under ``path`` (a supported file or a directory, recursively).
 
     Raises CorpusError for a missing path, a directory without supported files, a binary or
-    non-UTF-8 file, or a malformed JSONL line, naming the file (and line).
+    non-UTF-8 file, or a malformed JSONL line, naming the file (and line). Text files are
+    checked by a streamed pass and yielded as :class:`TextFileDocument` (read again, as a
+    stream, when chunked); symbolic links inside a directory
+    that lead outside it are skipped with a note.
     """
     root = Path(path).expanduser()
     if not root.exists():
@@ -75,9 +173,7 @@ def iter_documents(path: str | Path) -> Iterator[SourceDocument]:
     if root.is_file():
         files, base = [root], root.parent
     else:
-        files = sorted(
-            p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in SUPPORTED_SUFFIXES
-        )
+        files = _files_under(root)
         base = root
         if not files:
             raise CorpusError(
@@ -88,10 +184,12 @@ def iter_documents(path: str | Path) -> Iterator[SourceDocument]:
         if suffix in JSONL_SUFFIXES:
             yield from _jsonl_records(file)
         elif suffix in TEXT_SUFFIXES:
-            text = _read_utf8(file)
             rel = file.relative_to(base).as_posix()
             title = file.stem.replace("_", " ").replace("-", " ")
-            yield SourceDocument(id=rel, text=text, title=title, metadata={"path": rel})
+            doc = TextFileDocument(id=rel, path=file, title=title, metadata={"path": rel})
+            for _ in doc.blocks():  # a streamed pass that fails early on binary / non-UTF-8
+                pass
+            yield doc
         else:
             raise CorpusError(
                 f"{file}: unsupported file type {suffix!r}; use one of "
@@ -108,31 +206,81 @@ def chunk_id(doc_id: str, text: str) -> str:
 OffsetsFn = Callable[[str], Sequence[tuple[int, int]]]
 
 
+def _cut(text: str, start: int, stop: int) -> int:
+    """The position after the last whitespace in ``text[start:stop]`` (``stop`` when the
+    last :data:`_MAX_WORD_CHARS` characters hold none)."""
+    for i in range(stop - 1, max(start, stop - _MAX_WORD_CHARS) - 1, -1):
+        if text[i].isspace():
+            return i + 1
+    return stop
+
+
+def text_pieces(blocks: Iterable[str], size: int = PIECE_CHARS) -> Iterator[str]:
+    """The concatenated ``blocks`` re-cut into pieces of at most about ``size`` characters,
+    each ending at whitespace where possible, so that tokenising piece by piece gives the
+    tokens of the whole text (tokenizers split words at whitespace)."""
+    carry = ""
+    for block in blocks:
+        text = carry + block
+        start = 0
+        while len(text) - start > size:
+            end = _cut(text, start, start + size)
+            yield text[start:end]
+            start = end
+        carry = text[start:]
+    if carry:
+        yield carry
+
+
+def _window_texts(
+    pieces: Iterable[str], token_offsets: OffsetsFn, chunk_size: int, step: int
+) -> Iterator[str]:
+    """The text of every window of ``chunk_size`` tokens, ``step`` tokens apart, over the
+    concatenated ``pieces``; the last window holds the remaining tokens. Only the text from the
+    current window on is kept. A text without tokens is one window."""
+    buffer = ""
+    offsets: list[tuple[int, int]] = []
+    first = 0  # index in ``offsets`` of the current window's first token
+    for piece in pieces:
+        if first:
+            cut = offsets[first][0]
+            buffer = buffer[cut:]
+            offsets = [(a - cut, b - cut) for a, b in offsets[first:]]
+            first = 0
+        base = len(buffer)
+        buffer += piece
+        offsets.extend((a + base, b + base) for a, b in token_offsets(piece))
+        while len(offsets) - first > chunk_size:  # more tokens follow: not the last window
+            yield buffer[offsets[first][0] : offsets[first + chunk_size - 1][1]]
+            first += step
+    if offsets:
+        yield buffer[offsets[first][0] : offsets[-1][1]]
+    else:
+        yield buffer
+
+
 def chunk_document(
-    doc: SourceDocument, token_offsets: OffsetsFn, *, chunk_size: int, chunk_overlap: int
+    doc: Document,
+    token_offsets: OffsetsFn,
+    *,
+    chunk_size: int,
+    chunk_overlap: int,
+    piece_chars: int = PIECE_CHARS,
 ) -> list[Chunk]:
     """Cut ``doc`` into windows of ``chunk_size`` tokens overlapping by ``chunk_overlap``.
 
     ``token_offsets`` maps text to the character span of each token (from the embedding
     model's tokenizer), so chunks are exact substrings of the source and the token limits
-    are the ones the encoder sees.
+    are the ones the encoder sees. The document is read and tokenised as a stream of pieces
+    of about ``piece_chars`` characters (the chunks do not depend on it).
     """
     if chunk_overlap >= chunk_size:
         raise CorpusError("chunk_overlap must be smaller than chunk_size")
-    text = doc.text.strip()
-    if not text:
-        return []
-    offsets = token_offsets(text)
-    step = chunk_size - chunk_overlap
-    windows = [(0, len(text))] if not offsets else []
-    for start in range(0, len(offsets), step):
-        window = offsets[start : start + chunk_size]
-        windows.append((window[0][0], window[-1][1]))
-        if start + chunk_size >= len(offsets):
-            break
+    pieces = text_pieces(doc.blocks(), piece_chars)
     chunks = []
-    for position, (begin, end) in enumerate(windows):
-        piece = text[begin:end].strip()
+    texts = _window_texts(pieces, token_offsets, chunk_size, chunk_size - chunk_overlap)
+    for position, text in enumerate(texts):
+        piece = text.strip()
         if not piece:
             continue
         metadata = {**doc.metadata, "doc_id": doc.id, "position": position}
@@ -149,7 +297,7 @@ GRADE_CHUNK_RANGE = (128, 256)
 
 
 def chunk_grade_setting(
-    doc: SourceDocument,
+    doc: Document,
     token_offsets: OffsetsFn,
     *,
     chunk_size: int = GRADE_CHUNK_SIZE,

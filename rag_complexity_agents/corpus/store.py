@@ -6,48 +6,71 @@ On-disk layout of ``<home>/collections/<name>/``::
     chunks.jsonl      one chunk per line, in row order (append-only)
     embeddings.f32    float32 row-major matrix, one row per chunk (append-only)
     chroma/           Chroma PersistentClient directory (unless a Chroma server is configured)
-    bm25/             bm25s index over all committed rows
+    bm25-<rows>/      bm25s index over the first <rows> committed rows (the previous one is kept)
     graph/            TopKGraph (memory-mapped top-k neighbours)
 
 Ingestion is idempotent and crash-safe: chunks get content-hash ids; each batch is embedded,
 upserted into Chroma, appended to ``chunks.jsonl``/``embeddings.f32`` and only then committed by
-rewriting the manifest atomically. On open, bytes past the committed counts (a batch cut off by
-a crash) are truncated; Chroma upserts are idempotent, so a rerun re-adds exactly what was not
-committed. BM25 and the graph record the row count they cover and are rebuilt/extended when it
-lags behind.
+rewriting the manifest atomically. Bytes past the committed counts (a batch cut off by a crash,
+a torn ``chunks.jsonl`` line) are truncated by the next writer, and on open when no writer is
+active; Chroma upserts are idempotent, so a rerun re-adds exactly what was not committed. BM25 and
+the graph record the row count they cover and are rebuilt/extended when it lags behind.
+
+Concurrency: a collection has one writer at a time. Writers (:meth:`CorpusStore.ingest`,
+:meth:`CorpusStore.refresh_indexes`) hold an inter-process lock (``filelock``) on
+``<collections>/.locks/<name>.lock``; a second writer logs one line saying it waits, waits for
+the first to finish and continues from what that one committed. Readers take no lock and never
+see a torn state: they read only the committed prefix of the append-only files, and BM25 / graph
+versions are published atomically. A collection exists once its first batch is committed, so a
+failed first index leaves no empty collection behind.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from filelock import FileLock, Timeout
 from tqdm.auto import tqdm
 
 from ..config import Config
 from ..errors import CorpusError
 from ..models.embeddings import SentenceTransformerEmbedder, load_embedder
 from ..types import Chunk
-from .documents import SourceDocument, chunk_document
+from .documents import Document, chunk_document
 from .graph import TopKGraph
 
+log = logging.getLogger(__name__)
+
 MANIFEST_VERSION = 1
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]$")
+#: Longest collection name. A name becomes a directory name (≤ 255 bytes on ext4, XFS, btrfs,
+#: APFS, NTFS; ≤ 143 on eCryptfs) and, with the files below it, part of paths that Windows
+#: caps at 260 characters; 100 ASCII characters fits all of them with room to spare.
+MAX_NAME_CHARS = 100
+_NAME_RE = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{1,{MAX_NAME_CHARS - 2}}}[A-Za-z0-9]$")
+_BM25_PREFIX = "bm25-"
+#: Bytes of one block of similarities while the graph is built or extended: it bounds that
+#: step's memory (a few blocks' worth) whatever the collection size.
+GRAPH_BLOCK_BYTES = 64 * 2**20
 
 
 def validate_collection_name(name: str) -> str:
+    """``name`` if it is a valid collection name, else CorpusError (one line)."""
     if not _NAME_RE.match(name) or ".." in name:
+        shown = name if len(name) <= 40 else f"{name[:40]}… ({len(name)} characters)"
         raise CorpusError(
-            f"invalid collection name {name!r}: use 3–512 characters from letters, digits, "
-            "'.', '_' and '-', starting and ending with a letter or digit"
+            f"invalid collection name {shown!r}: use 3–{MAX_NAME_CHARS} characters from "
+            "letters, digits, '.', '_' and '-', starting and ending with a letter or digit"
         )
     return name
 
@@ -130,13 +153,18 @@ class ChromaEmbeddingFunction:
 
 
 class CorpusStore:
-    """One named collection. Use :meth:`open` for an existing one, :meth:`create` otherwise."""
+    """One named collection. Use :meth:`open` for an existing one, :meth:`open_or_create`
+    to index into one that may not exist yet (it is created by its first committed batch)."""
+
+    #: Seconds a writer waits for another writer of the same collection (None: no limit).
+    write_wait_s: float | None = None
 
     def __init__(self, directory: Path, manifest: Manifest, config: Config) -> None:
         self.directory = directory
         self.manifest = manifest
         self.config = config
-        self._truncate_uncommitted()
+        self._lock_path = directory.parent / ".locks" / f"{directory.name}.lock"
+        self._lock = FileLock(self._lock_path, thread_local=False)
 
     # ----------------------------------------------------------------- opening
     @classmethod
@@ -147,33 +175,46 @@ class CorpusStore:
     def exists(cls, name: str, config: Config) -> bool:
         return (cls.path_for(name, config) / "manifest.json").is_file()
 
-    @classmethod
-    def open(cls, name: str, config: Config) -> CorpusStore:
-        directory = cls.path_for(name, config)
+    @staticmethod
+    def _read_manifest(directory: Path) -> Manifest:
         manifest_path = directory / "manifest.json"
-        if not manifest_path.is_file():
-            raise CorpusError(
-                f"collection {name!r} does not exist under {config.corpus.collections_dir}; "
-                f"create it with: rca index PATH --collection {name}"
-            )
         try:
             manifest = Manifest(**json.loads(manifest_path.read_text(encoding="utf-8")))
         except (ValueError, TypeError) as exc:
             raise CorpusError(f"{manifest_path} is unreadable ({exc}); re-index") from exc
         if manifest.version != MANIFEST_VERSION:
             raise CorpusError(f"{manifest_path} has version {manifest.version}; re-index")
-        return cls(directory, manifest, config)
+        return manifest
+
+    @classmethod
+    def open(cls, name: str, config: Config) -> CorpusStore:
+        """An existing collection. A torn tail left by a crashed writer is cut off here
+        unless a writer is active (readers only ever read the committed prefix)."""
+        directory = cls.path_for(name, config)
+        if not (directory / "manifest.json").is_file():
+            raise CorpusError(
+                f"collection {name!r} does not exist under {config.corpus.collections_dir}; "
+                f"create it with: rca index PATH --collection {name}"
+            )
+        store = cls(directory, cls._read_manifest(directory), config)
+        store._check_files()
+        store._repair_if_idle()
+        return store
 
     @classmethod
     def open_or_create(cls, name: str, config: Config) -> CorpusStore:
+        """The collection ``name``; if it does not exist yet, an empty store that creates it
+        on its first committed batch (nothing is written before that)."""
         if cls.exists(name, config):
             store = cls.open(name, config)
             store._check_compatible(config)
             return store
-        directory = cls.path_for(name, config)
-        directory.mkdir(parents=True, exist_ok=True)
+        return cls(cls.path_for(name, config), cls._new_manifest(name, config), config)
+
+    @staticmethod
+    def _new_manifest(name: str, config: Config) -> Manifest:
         embedder = load_embedder(config.models.embedding, batch_size=config.models.embed_batch_size)
-        manifest = Manifest(
+        return Manifest(
             name=name,
             embedding=config.models.embedding,
             dimension=embedder.dimension,
@@ -181,9 +222,6 @@ class CorpusStore:
             chunk_overlap=config.corpus.chunk_overlap,
             graph_k=config.graph.k,
         )
-        store = cls(directory, manifest, config)
-        store._commit()
-        return store
 
     def _check_compatible(self, config: Config) -> None:
         m = self.manifest
@@ -201,6 +239,63 @@ class CorpusStore:
                 "index with the same settings or into a new collection"
             )
 
+    # ------------------------------------------------------------------ locking
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the collection's writer lock; on entry the store reloads what other writers
+        committed and cuts off anything uncommitted (a crashed writer's tail)."""
+        self._lock_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._lock.acquire(timeout=0)
+        except Timeout:
+            log.warning(
+                "collection %r is being written by another process; waiting for it to finish",
+                self.name,
+            )
+            try:
+                self._lock.acquire(timeout=-1 if self.write_wait_s is None else self.write_wait_s)
+            except Timeout as exc:
+                raise CorpusError(
+                    f"collection {self.name!r} is still being written by another process after "
+                    f"{self.write_wait_s} s; try again later"
+                ) from exc
+        try:
+            self._reload()
+            yield
+        finally:
+            self._lock.release()
+
+    def _reload(self) -> None:
+        """Adopt the manifest on disk (another writer may have committed) and truncate."""
+        if (self.directory / "manifest.json").is_file():
+            ours = self.manifest
+            self.manifest = self._read_manifest(self.directory)
+            if (ours.embedding, ours.chunk_size, ours.chunk_overlap) != (
+                self.manifest.embedding,
+                self.manifest.chunk_size,
+                self.manifest.chunk_overlap,
+            ):
+                raise CorpusError(
+                    f"collection {self.name!r} was created meanwhile by another process with "
+                    "other embedding/chunk settings; use a new collection name"
+                )
+        self._reset_caches()
+        self._truncate_uncommitted()
+
+    def _repair_if_idle(self) -> None:
+        """Cut off an uncommitted tail now if no writer is active (else the writer will)."""
+        if not self._has_uncommitted_tail():
+            return
+        try:
+            self._lock_path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock.acquire(timeout=0)
+        except (Timeout, OSError):
+            return
+        try:
+            self._reload()
+        finally:
+            self._lock.release()
+
     # --------------------------------------------------------------- internals
     @property
     def _chunks_path(self) -> Path:
@@ -210,27 +305,44 @@ class CorpusStore:
     def _embeddings_path(self) -> Path:
         return self.directory / "embeddings.f32"
 
+    def _committed_sizes(self) -> tuple[tuple[Path, int], ...]:
+        m = self.manifest
+        return (
+            (self._chunks_path, m.chunks_bytes),
+            (self._embeddings_path, m.rows * m.dimension * 4),
+        )
+
     def _commit(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
         _atomic_write_text(
             self.directory / "manifest.json", json.dumps(asdict(self.manifest), indent=2)
         )
 
+    def _check_files(self) -> None:
+        """CorpusError when a data file is missing or shorter than committed."""
+        for path, size in self._committed_sizes():
+            actual = path.stat().st_size if path.exists() else None
+            if actual is None and size:
+                raise CorpusError(f"{path} is missing; the collection must be re-indexed")
+            if actual is not None and actual < size:
+                raise CorpusError(f"{path} is shorter than committed; re-index the collection")
+
+    def _has_uncommitted_tail(self) -> bool:
+        return any(
+            path.exists() and path.stat().st_size > size for path, size in self._committed_sizes()
+        )
+
     def _truncate_uncommitted(self) -> None:
-        """Drop bytes written after the last commit (a batch interrupted by a crash)."""
-        m = self.manifest
-        for path, size in (
-            (self._chunks_path, m.chunks_bytes),
-            (self._embeddings_path, m.rows * m.dimension * 4),
-        ):
+        """Drop bytes written after the last commit (a batch interrupted by a crash). Only
+        the writer (holding the lock) calls this."""
+        self._check_files()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for path, size in self._committed_sizes():
             if not path.exists():
-                if size:
-                    raise CorpusError(f"{path} is missing; the collection must be re-indexed")
                 path.touch()
             elif path.stat().st_size > size:
                 with open(path, "r+b") as handle:
                     handle.truncate(size)
-            elif path.stat().st_size < size:
-                raise CorpusError(f"{path} is shorter than committed; re-index the collection")
 
     def _reset_caches(self) -> None:
         for attr in ("chunks", "ids", "row_of", "embeddings", "bm25", "graph"):
@@ -273,18 +385,43 @@ class CorpusStore:
     def __len__(self) -> int:
         return self.manifest.rows
 
+    def _records(self) -> Iterator[dict[str, Any]]:
+        """The committed chunk records, in row order, read line by line (bytes past the
+        commit are never read); CorpusError when they do not parse or do not match the
+        manifest's row count."""
+        remaining, count = self.manifest.chunks_bytes, 0
+        if remaining:
+            with open(self._chunks_path, "rb") as handle:
+                while remaining > 0:
+                    line = handle.readline(remaining)
+                    remaining -= len(line)
+                    count += 1
+                    try:
+                        record = json.loads(line)
+                        _ = record["id"], record["text"], record["title"], record["metadata"]
+                    except (ValueError, KeyError, TypeError) as exc:
+                        raise CorpusError(
+                            f"{self._chunks_path}:{count} is damaged ({exc}); delete "
+                            f"{self.directory} and re-index"
+                        ) from exc
+                    yield record
+        if count != self.manifest.rows:
+            raise CorpusError(
+                f"{self._chunks_path} holds {count} committed chunks, the manifest "
+                f"{self.manifest.rows}; delete {self.directory} and re-index"
+            )
+
     @cached_property
     def chunks(self) -> list[Chunk]:
-        out = []
-        with open(self._chunks_path, encoding="utf-8") as handle:
-            for line in handle:
-                record = json.loads(line)
-                out.append(Chunk(record["id"], record["text"], record["title"], record["metadata"]))
-        return out
+        """The committed chunks, in row order."""
+        return [Chunk(r["id"], r["text"], r["title"], r["metadata"]) for r in self._records()]
 
     @cached_property
     def ids(self) -> list[str]:
-        return [chunk.id for chunk in self.chunks]
+        """The committed chunk ids, in row order (without loading the chunks)."""
+        if "chunks" in self.__dict__:
+            return [chunk.id for chunk in self.chunks]
+        return [record["id"] for record in self._records()]
 
     @cached_property
     def row_of(self) -> dict[str, int]:
@@ -308,6 +445,9 @@ class CorpusStore:
         """Stored embeddings of ``chunk_ids`` (rows in the same order)."""
         return np.asarray(self.embeddings[[self.row_of[i] for i in chunk_ids]])
 
+    def _bm25_dir(self, rows: int) -> Path:
+        return self.directory / f"{_BM25_PREFIX}{rows}"
+
     @cached_property
     def bm25(self) -> Any:
         import bm25s
@@ -316,7 +456,15 @@ class CorpusStore:
             raise CorpusError(
                 f"the BM25 index of {self.name!r} is behind its chunks; rerun rca index"
             )
-        return bm25s.BM25.load(str(self.directory / "bm25"), show_progress=False)
+        path = self._bm25_dir(self.manifest.rows)
+        if not path.is_dir():
+            legacy = self.directory / "bm25"  # layout before versioned BM25 directories
+            if not legacy.is_dir():
+                raise CorpusError(
+                    f"the BM25 index of {self.name!r} changed while it was open; open it again"
+                )
+            path = legacy
+        return bm25s.BM25.load(str(path), show_progress=False)
 
     @cached_property
     def graph(self) -> TopKGraph:
@@ -346,8 +494,9 @@ class CorpusStore:
         ]
 
     # ------------------------------------------------------------------ writing
-    def chunk_documents(self, documents: Iterable[SourceDocument]) -> tuple[int, list[Chunk]]:
-        """Chunk every document (no writes); returns (document count, de-duplicated chunks)."""
+    def chunk_documents(self, documents: Iterable[Document]) -> tuple[int, list[Chunk]]:
+        """Chunk every document (no writes); returns (document count, de-duplicated chunks).
+        Each document is read and tokenised as a stream of blocks."""
         m = self.manifest
         seen: set[str] = set()
         chunks: list[Chunk] = []
@@ -365,17 +514,33 @@ class CorpusStore:
                     chunks.append(chunk)
         return n_docs, chunks
 
-    def ingest(self, documents: Iterable[SourceDocument], *, progress: bool = True) -> IngestReport:
-        """Add documents; already stored chunks are skipped. Safe to interrupt and rerun.
+    def ingest(self, documents: Iterable[Document], *, progress: bool = True) -> IngestReport:
+        """Add documents; already stored chunks are skipped. Safe to interrupt and rerun, and
+        to run from several processes at once (writers take turns, see the module docstring).
 
         All documents are read and chunked before anything is written, so a bad file stops
         the run with nothing half-written.
         """
         n_docs, chunks = self.chunk_documents(documents)
-        if n_docs == 0 or not chunks:
+        n_chunks = len(chunks)
+        if n_docs == 0 or not n_chunks:
             raise CorpusError("no text to index: the input holds no non-empty documents")
-        known = set(self.ids)
-        new = [chunk for chunk in chunks if chunk.id not in known]
+        with self.writing():
+            known = set(self.ids)
+            new = [chunk for chunk in chunks if chunk.id not in known]
+            n_new = len(new)
+            del known, chunks
+            try:
+                self._add_all(new, progress=progress)
+            finally:
+                self._discard_if_uncommitted()
+            del new  # the indexes below read the stored chunks; do not hold two copies
+            self.refresh_indexes()
+        return IngestReport(
+            documents=n_docs, chunks=n_chunks, added=n_new, skipped=n_chunks - n_new, rows=len(self)
+        )
+
+    def _add_all(self, new: Sequence[Chunk], *, progress: bool) -> None:
         self._drop_orphans_from_chroma()
         batch_size = self.config.corpus.ingest_batch_size
         with tqdm(
@@ -385,14 +550,15 @@ class CorpusStore:
                 batch = new[start : start + batch_size]
                 self._add_batch(batch)
                 bar.update(len(batch))
-        self.refresh_indexes()
-        return IngestReport(
-            documents=n_docs,
-            chunks=len(chunks),
-            added=len(new),
-            skipped=len(chunks) - len(new),
-            rows=len(self),
-        )
+
+    def _discard_if_uncommitted(self) -> None:
+        """Remove the directory of a collection whose first index committed nothing, unless
+        Chroma holds it open in this process (then it stays, invisible without a manifest,
+        and the next run reuses it)."""
+        if (self.directory / "manifest.json").is_file():
+            return
+        if "_chroma_collection" not in self.__dict__ or self.config.corpus.chroma_host:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
     def _add_batch(self, batch: Sequence[Chunk]) -> None:
         vectors = self.embedder.encode([chunk.text for chunk in batch])
@@ -439,41 +605,66 @@ class CorpusStore:
 
     def refresh_indexes(self) -> None:
         """Bring BM25 and the graph up to the committed rows (rebuild / extend as needed)."""
+        with self.writing():
+            self._refresh_bm25()
+            self._refresh_graph()
+            self._reset_caches()
+
+    def _refresh_bm25(self) -> None:
+        """Build BM25 over all committed rows into ``bm25-<rows>/``, publish it by the
+        manifest commit, then delete all but it and its predecessor (a reader may hold that)."""
         import bm25s
 
         m = self.manifest
-        if m.bm25_rows != m.rows:
-            tokens = bm25s.tokenize(
-                [f"{c.title}\n{c.text}" for c in self.chunks], stopwords="en", show_progress=False
+        if m.bm25_rows == m.rows:
+            return
+        tokens = bm25s.tokenize(
+            [f"{r['title']}\n{r['text']}" for r in self._records()],
+            stopwords="en",
+            show_progress=False,
+        )
+        index = bm25s.BM25()
+        index.index(tokens, show_progress=False)
+        del tokens
+        tmp = self.directory / "bm25.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        index.save(str(tmp), show_progress=False)
+        del index
+        final = self._bm25_dir(m.rows)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        previous = m.bm25_rows
+        m.bm25_rows = m.rows
+        self._commit()
+        keep = {final.name, self._bm25_dir(previous).name}
+        for path in self.directory.iterdir():
+            stale = path.name == "bm25" or path.name.startswith(_BM25_PREFIX)
+            if stale and path.name not in keep:
+                shutil.rmtree(path, ignore_errors=True)
+
+    def _refresh_graph(self) -> None:
+        m = self.manifest
+        if m.graph_rows == m.rows:
+            return
+        graph_dir = self.directory / "graph"
+        embeddings = np.asarray(self.embeddings)
+        if m.graph_rows == 0 or not graph_dir.exists():
+            TopKGraph.build(
+                graph_dir,
+                embeddings,
+                self.ids,
+                k=m.graph_k,
+                block_size=self.config.graph.block_size,
+                max_block_bytes=GRAPH_BLOCK_BYTES,
+                method=self.config.graph.method,
+                exact_max_rows=self.config.graph.exact_max_rows,
             )
-            index = bm25s.BM25()
-            index.index(tokens, show_progress=False)
-            tmp = self.directory / "bm25.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            index.save(str(tmp), show_progress=False)
-            final = self.directory / "bm25"
-            shutil.rmtree(final, ignore_errors=True)
-            os.replace(tmp, final)
-            m.bm25_rows = m.rows
-            self._commit()
-        if m.graph_rows != m.rows:
-            graph_dir = self.directory / "graph"
-            embeddings = np.asarray(self.embeddings)
-            if m.graph_rows == 0 or not graph_dir.exists():
-                TopKGraph.build(
-                    graph_dir,
-                    embeddings,
-                    self.ids,
-                    k=m.graph_k,
-                    block_size=self.config.graph.block_size,
-                    method=self.config.graph.method,
-                    exact_max_rows=self.config.graph.exact_max_rows,
-                )
-            else:
-                TopKGraph.open(graph_dir).extend(embeddings, self.ids)
-            m.graph_rows = m.rows
-            self._commit()
-        self._reset_caches()
+        else:
+            TopKGraph.open(graph_dir).extend(
+                embeddings, self.ids, max_block_bytes=GRAPH_BLOCK_BYTES
+            )
+        m.graph_rows = m.rows
+        self._commit()
 
     def stats(self) -> dict[str, Any]:
         disk = sum(p.stat().st_size for p in self.directory.rglob("*") if p.is_file())

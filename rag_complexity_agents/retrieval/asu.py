@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from ..agents.parsers import as_text
 from ..models.base import Equivalence
 from ..text import normalize_answer
 from ..types import ScoredDoc
@@ -66,9 +67,15 @@ RescoreMode = Literal["log", "multiplicative"]
 # Short answers
 # --------------------------------------------------------------------------------------------
 
+# Linear patterns: a run of whitespace or stars is only matched right after a literal, so no
+# input makes them backtrack (the earlier "\s*\**\s*" took cubic time on long space runs).
 _LEAD = re.compile(
-    r"^\s*(?:\**\s*(?:final\s+)?(?:short\s+)?answer\s*\**\s*[:：\-]\s*|the answer is\s*:?\s*)",
+    r"^\s*(?:(?:\*+\s*)?(?:final\s+)?(?:short\s+)?answer\s*(?:\*+\s*)?[:：\-]\s*"
+    r"|the answer is\s*:?\s*)",
     re.IGNORECASE,
+)
+_ANSWER_ONLY = re.compile(
+    r"(?:\*+\s*)?(?:final\s+)?answer\s*(?:\*+\s*)?(?:[:：]\s*)?\**", re.IGNORECASE
 )
 _SENTENCE_END = re.compile(r"(?<=[^\s.]{2}[.!?])\s+(?=[A-Z\"'(])")
 _WRAPPERS = "\"'`*_“”‘’«»[]()"
@@ -85,17 +92,16 @@ def extract_short_answer(text: str) -> str:
 
     Takes the first non-empty line, drops a leading "Answer:" / "The answer is", wrapping
     quotes or markdown, keeps the first sentence and at most 16 words, and strips the final
-    full stop. Replies without any letter or digit give ''.
+    full stop. Replies without any letter or digit give ''. Reads at most the first
+    :data:`~rag_complexity_agents.agents.parsers.MAX_CHARS` characters, in linear time.
     """
-    if not isinstance(text, str):
-        return ""
-    text = text.replace("\x00", " ")
+    text = as_text(text)
     lines = [line.strip() for line in text.splitlines() if is_usable_answer(line)]
     if not lines:
         return ""
     line = lines[0]
     # "Answer:" on its own line: the answer is on the next line
-    if re.fullmatch(r"\**\s*(?:final\s+)?answer\s*\**\s*[:：]?\s*\**", line, re.IGNORECASE):
+    if _ANSWER_ONLY.fullmatch(line):
         if len(lines) < 2:
             return ""
         line = lines[1]

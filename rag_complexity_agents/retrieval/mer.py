@@ -14,6 +14,7 @@ answer after the marker and falls back gracefully when a small model breaks the 
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from ..agents.parsers import as_text
 from ..types import Chunk, ScoredDoc
 
 if TYPE_CHECKING:
@@ -209,14 +211,23 @@ def build_mer_messages(
 
 ExtractionMethod = Literal["marker", "answer_is", "answer_line", "last_line", "empty"]
 
+# Every pattern is linear: an unbounded run of whitespace is only matched right after a literal
+# (never twice in a row, never at each start position), so no input makes them backtrack.
 _FINAL = re.compile(
-    r"(?:\*\*|__)?\[?\s*final[\s_-]*answer\s*\]?(?:\*\*|__)?\s*(?:[:：=\-]|is\b)\s*(?:\*\*|__)?",
+    r"(?:\*\*|__)?(?:\[\s*)?final[\s_-]*answer\s*(?:\]\s*)?(?:(?:\*\*|__)\s*)?"
+    r"(?:[:：=\-]|is\b)\s*(?:\*\*|__)?",
     re.IGNORECASE,
 )
 _ANSWER_IS = re.compile(r"\b(?:so\s+)?the\s+(?:final\s+|short\s+)?answer\s+is\s*:?\s*", re.I)
-_ANSWER_LINE = re.compile(r"^\s*(?:\*\*)?\[?\s*answer\s*\]?(?:\*\*)?\s*[:：]\s*", re.I)
+_ANSWER_LINE = re.compile(
+    r"^[ \t]*(?:\*\*)?(?:\[\s*)?answer\s*(?:\]\s*)?(?:\*\*\s*)?[:：]\s*", re.I
+)
 _MARKERS = re.compile(r"\[(?:final\s*answer|reasoning|answer)\]\s*:?", re.IGNORECASE)
 _STRIP = "\"'`*_“”‘’«» \t"
+#: Lines looked at after a marker whose own line holds no answer.
+_LOOKAHEAD_LINES = 3
+#: Markers of one kind tried before falling back to the next rule.
+_MAX_MARKERS = 50
 
 
 def _clean(answer: str) -> str:
@@ -228,14 +239,15 @@ def _clean(answer: str) -> str:
 
 
 def _after(text: str, end: int) -> str:
-    """The rest of the line after ``end``, or the next non-empty line when that is empty."""
-    rest = text[end:]
-    first, _, remainder = rest.partition("\n")
-    if _clean(first):
-        return _clean(first)
-    for line in remainder.splitlines():
-        if _clean(line):
-            return _clean(line)
+    """The rest of the line after ``end``, or the first non-empty one of the next few lines
+    when that is empty ('' if there is none)."""
+    pos = end
+    for _ in range(_LOOKAHEAD_LINES + 1):
+        newline = text.find("\n", pos)
+        answer = _clean(text[pos:] if newline < 0 else text[pos:newline])
+        if answer or newline < 0:
+            return answer
+        pos = newline + 1
     return ""
 
 
@@ -250,16 +262,20 @@ def extract_final_answer(text: str) -> ExtractedAnswer:
 
     Order: the first non-empty ``[Final Answer]:`` (also ``Final Answer:``, ``**Final
     answer**:``, ``final answer is``); the last "the answer is X"; the last ``Answer: X``
-    line; the last non-empty line that is not a reasoning line; else ''.
+    line; the last non-empty line that is not a reasoning line; else ''. At most 50 markers
+    of each kind are tried; only the first
+    :data:`~rag_complexity_agents.agents.parsers.MAX_CHARS` characters are read, and the
+    work is linear in them.
     """
-    if not isinstance(text, str) or not text.strip():
+    text = as_text(text)
+    if not text.strip():
         return ExtractedAnswer("", "empty")
-    for match in _FINAL.finditer(text):
+    for match in itertools.islice(_FINAL.finditer(text), _MAX_MARKERS):
         answer = _after(text, match.end())
         if answer:
             return ExtractedAnswer(answer, "marker")
     matches = list(_ANSWER_IS.finditer(text))
-    for match in reversed(matches):
+    for match in reversed(matches[-_MAX_MARKERS:]):
         answer = _after(text, match.end())
         answer = re.split(r"(?<=\w)\.\s", answer, maxsplit=1)[0]
         if _clean(answer):

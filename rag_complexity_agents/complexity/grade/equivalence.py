@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ...agents.parsers import as_text
 from . import prompts
 from .difficulty import cosine_similarities
 from .kg import KnowledgeGraph, Triple, normalize_entity
@@ -25,14 +26,14 @@ if TYPE_CHECKING:
     from ...config import GradeConfig
     from ...models.embeddings import SentenceTransformerEmbedder
 
-_GROUP = re.compile(r"\[([^\]]+)\]\s*[\"']?\s*(always|context)?", re.IGNORECASE)
+_GROUP = re.compile(r"\[([^\[\]]+)\]\s*[\"']?\s*(always|context)?", re.IGNORECASE)
 
 
 def parse_groups(text: str) -> tuple[list[tuple[list[str], str]], Counter[str]]:
     """``[a | b | c] always|context`` lines → (names, kind); NONE → no groups."""
     groups: list[tuple[list[str], str]] = []
     bad: Counter[str] = Counter()
-    for line in text.splitlines():
+    for line in as_text(text).splitlines():  # bounded input
         match = _GROUP.search(line)
         if not match:
             continue

@@ -50,7 +50,7 @@ from pathlib import Path as FsPath
 from typing import TYPE_CHECKING, Any
 
 from ...config import Config
-from ...corpus.documents import SourceDocument
+from ...corpus.documents import Document
 from ...errors import InputError
 from ...text import normalize_answer
 from . import prompts
@@ -113,7 +113,7 @@ class GradeGenerator:
         """(question, answer) of one path in compose mode (:func:`.questions.compose_question`)."""
         return compose_question(llm, kg, path, memo, self.grade)
 
-    def run(self, documents: Iterable[SourceDocument]) -> GenerationResult:
+    def run(self, documents: Iterable[Document]) -> GenerationResult:
         """Run every stage over ``documents`` (InputError if none has text)."""
         skipped: Counter[str] = Counter()
         llm = StepLLM(self.chat, self.cache, skipped)

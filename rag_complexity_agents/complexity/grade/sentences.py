@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from ...corpus.documents import SourceDocument, chunk_grade_setting
+from ...corpus.documents import Document, chunk_grade_setting
 from ...text import STOPWORDS
 from .kg import normalize_entity
 from .records import Sentence
@@ -97,7 +97,7 @@ def grounded(name: str, text: str) -> bool:
 
 
 def document_sentences(
-    documents: Iterable[SourceDocument],
+    documents: Iterable[Document],
     token_offsets: Callable[[str], list[tuple[int, int]]],
     *,
     chunk_size: int,

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ...agents.parsers import as_text
 from . import prompts
 from .kg import Triple, normalize_entity
 from .llm import StepLLM
@@ -21,7 +22,7 @@ from .sentences import grounded
 if TYPE_CHECKING:
     from ...config import GradeConfig
 
-_TRIPLE_LINE = re.compile(r"[(\[]?([^()\[\]]*\|[^()\[\]]*)[)\]]?")
+_BRACKET = re.compile(r"[()\[\]]")  # a triple is the bracket-free part holding a "|"
 
 
 def parse_triples(
@@ -34,13 +35,14 @@ def parse_triples(
     invented entities).
     """
     triples: list[Triple] = []
+    seen: set[Triple] = set()
     bad: Counter[str] = Counter()
-    for raw in text.splitlines():
+    for raw in as_text(text).splitlines():  # bounded input
         line = raw.strip().lstrip("-*• ").strip()
         if "|" not in line:
             continue
-        match = _TRIPLE_LINE.search(line)
-        fields = [f.strip().strip("\"'`") for f in (match.group(1) if match else line).split("|")]
+        part = next(p for p in _BRACKET.split(line) if "|" in p)
+        fields = [f.strip().strip("\"'`") for f in part.split("|")]
         fields = [f for f in fields if f != ""]
         if len(fields) == 3 and len(ids) == 1:
             fields.append("1")
@@ -65,8 +67,9 @@ def parse_triples(
             bad["triple_ungrounded"] += 1
             continue
         triple = Triple(subject, relation, obj, ids[index])
-        if triple in triples:
+        if triple in seen:
             continue
+        seen.add(triple)
         triples.append(triple)
     return triples, bad
 
