@@ -80,9 +80,10 @@ _STORE_KEYS = ("collection", "corpus", "graph", "models.embedding", "models.embe
 
 def derive_components(base: Components, config: Config) -> Components:
     """Components for ``config`` that reuse whatever of ``base`` the changes do not affect
-    (a subclass such as the harness's ``EvalComponents`` keeps its class). A chat model the
-    caller handed in is kept when only generation knobs such as threads or temperature
-    change."""
+    (a subclass such as the harness's ``EvalComponents`` keeps its class). Injected objects
+    (:attr:`Components.injected`) win over the config's specs and are always kept, except a
+    chat model when the run names another one (``models.chat``); a chat model the caller
+    handed in is kept when only generation knobs such as threads or temperature change."""
     if base.config == config:
         return base
     derived = copy.copy(base)
@@ -103,7 +104,7 @@ def derive_components(base: Components, config: Config) -> Components:
         and _same(old, config, "models.equivalence", "models.embedding_cosine_threshold"),
     }
     for name, keep in rules.items():
-        if not keep:
+        if not keep and (name not in base.injected or name == "chat"):
             vars(derived).pop(name, None)
     return derived
 

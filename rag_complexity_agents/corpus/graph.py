@@ -35,12 +35,17 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
-import torch
 
 from ..errors import CorpusError
+from ..optional import LazyModule
+
+if TYPE_CHECKING:
+    import torch
+else:  # only building or extending a graph needs torch; opening one does not
+    torch = LazyModule("torch", "building a neighbourhood graph")
 
 __all__ = [
     "DEFAULT_MAX_BLOCK_BYTES",

@@ -70,18 +70,34 @@ def make_chunk(
 # --------------------------------------------------------------------------------------------
 
 
+def numpy_topk(matrix: np.ndarray, k: int, *, block: int = 512) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-k rows by dot product (self excluded) of every row of a small matrix, with
+    numpy only (no torch: the lean install): int32 neighbour rows and float32 similarities,
+    ``n × min(k, n-1)``, ordered by (similarity desc, row asc)."""
+    n = matrix.shape[0]
+    k = max(0, min(k, n - 1))
+    cols = np.empty((n, k), dtype=np.int32)
+    sims = np.empty((n, k), dtype=np.float32)
+    for start in range(0, n, block):
+        stop = min(n, start + block)
+        values = matrix[start:stop] @ matrix.T
+        values[np.arange(stop - start), np.arange(start, stop)] = -np.inf
+        order = np.argsort(-values, axis=1, kind="stable")[:, :k]
+        cols[start:stop] = order
+        sims[start:stop] = np.take_along_axis(values, order, axis=1)
+    return cols, sims
+
+
 class InMemoryNeighbourGraph:
     """Exact top-k cosine neighbours of a few thousand documents, kept in memory."""
 
     def __init__(self, ids: Sequence[str], vectors: np.ndarray, k: int) -> None:
-        from ..corpus.graph import exact_topk
-
         self.ids = list(ids)
         self.row_of = {doc_id: row for row, doc_id in enumerate(self.ids)}
         matrix = np.asarray(vectors, dtype=np.float32)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         matrix = matrix / np.where(norms == 0, 1.0, norms)
-        self.cols, self.sims = exact_topk(matrix, k)
+        self.cols, self.sims = numpy_topk(matrix, k)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -223,9 +239,12 @@ def _config(config: Config | None, profile: str | None) -> Config:
     return apply_profile(config or Config(), profile)
 
 
-def _embedder(config: Config) -> Any:
-    from ..models.embeddings import load_embedder
+def _embedder(config: Config, embeddings: Any = None) -> Any:
+    """The user's embedding object as an Embedder, else the one ``models.embedding`` names."""
+    from ..models.embeddings import as_embedder, load_embedder
 
+    if embeddings is not None:
+        return as_embedder(embeddings)
     return load_embedder(config.models.embedding, batch_size=config.models.embed_batch_size)
 
 
@@ -238,6 +257,7 @@ def _build(
     profile: str | None,
     use_store_vectors: bool,
     name: str,
+    embeddings: Any = None,
 ) -> ByoComponents:
     cfg = _config(config, profile)
     if not listed:
@@ -247,12 +267,14 @@ def _build(
         )
     corpus = ExternalCorpus(
         listed,
-        embedder=_embedder(cfg),
+        embedder=_embedder(cfg, embeddings),
         graph_k=cfg.graph.k,
         store_vectors=vectors if use_store_vectors else None,
         name=name,
     )
-    return ByoComponents(cfg, corpus, ExternalFirstStage(search, corpus, name=name))
+    parts = ByoComponents(cfg, corpus, ExternalFirstStage(search, corpus, name=name))
+    parts.inject(embedder=corpus.embedder if embeddings is not None else None)
+    return parts
 
 
 # --------------------------------------------------------------------------------------------
@@ -341,13 +363,15 @@ def from_langchain(
     config: Config | None = None,
     profile: str | None = "cpu",
     use_store_vectors: bool = True,
+    embeddings: Any = None,
 ) -> ByoComponents:
     """Components whose first stage is a LangChain ``VectorStore`` or ``BaseRetriever``.
 
     ``documents`` (LangChain Documents) are all the store's documents; without them they are
     read from the store when it can list them (see the module docstring). ``profile`` is the
     agents profile applied to ``config`` (``cpu`` shrinks paper-sized knobs, ``paper`` keeps
-    them).
+    them). ``embeddings`` (e.g. the store's own LangChain ``Embeddings``) score documents and
+    build the graph instead of ``models.embedding``.
     """
     if documents is not None:
         listed, vectors = [chunk_from_langchain(d) for d in documents], None
@@ -361,6 +385,7 @@ def from_langchain(
         profile=profile,
         use_store_vectors=use_store_vectors,
         name=f"langchain:{type(source).__name__}",
+        embeddings=embeddings,
     )
 
 
@@ -426,10 +451,12 @@ def from_llamaindex(
     config: Config | None = None,
     profile: str | None = "cpu",
     use_store_vectors: bool = True,
+    embeddings: Any = None,
 ) -> ByoComponents:
     """Components whose first stage is a LlamaIndex retriever or index (e.g.
     ``VectorStoreIndex``). ``nodes`` are all its nodes; without them they are read from the
-    index's docstore."""
+    index's docstore. ``embeddings`` (a LlamaIndex ``BaseEmbedding`` such as the index's
+    ``embed_model``, or a LangChain ``Embeddings``) replace ``models.embedding``."""
     if nodes is not None:
         listed, vectors = [chunk_from_llamaindex(n) for n in nodes], None
     else:
@@ -442,6 +469,7 @@ def from_llamaindex(
         profile=profile,
         use_store_vectors=use_store_vectors,
         name=f"llamaindex:{type(source).__name__}",
+        embeddings=embeddings,
     )
 
 
@@ -458,4 +486,5 @@ __all__ = [
     "langchain_search",
     "llamaindex_search",
     "make_chunk",
+    "numpy_topk",
 ]
