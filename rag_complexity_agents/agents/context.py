@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
     from ..retrieval.sunar import SunarRetriever
+    from .structured import StructuredOutput
 
 RETRIEVAL_STRATEGIES = ("none", "first_stage", "rerank", "nar", "sunar")
 NAR_STRATEGIES = ("rerank", "nar", "sunar")
@@ -164,6 +165,7 @@ class AgentContext:
     _retrievers: dict[tuple[str, int], SunarRetriever] = field(default_factory=dict)
     _locks: dict[tuple[str, int], threading.Lock] = field(default_factory=dict)
     _asu: MemoisedBatchHook | None = None
+    _structured: StructuredOutput | None = None
     _guard: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -181,6 +183,16 @@ class AgentContext:
     @property
     def chat(self) -> BaseChatModel:
         return self.parts.chat
+
+    @property
+    def structured(self) -> StructuredOutput:
+        """Whether this context's loop steps ask the chat model for structured output."""
+        with self._guard:
+            if self._structured is None:
+                from .structured import StructuredOutput
+
+                self._structured = StructuredOutput(self.chat, self.agents.structured_output)
+            return self._structured
 
     @property
     def keep_k(self) -> int:
