@@ -120,7 +120,8 @@ def test_agent_invoke_stream_ainvoke_checkpointer_and_configurable() -> None:
     assert nodes[0] == "start" and nodes[-1] == "finish" and "mer" in nodes
     again = asyncio.run(agent.ainvoke({"question": Q}, {"configurable": {"thread_id": "t3"}}))
     assert again["answer"] == "Japan" and again["trace"]["retrieval"] == "sunar"
-    assert again["trace"]["asu_samples"] > 0
+    batches = again["trace"]["steps"][0]["retrieval"]["rounds"][0]["batches"]
+    assert batches and all(b["s"] == 1 for b in batches)  # ASU clustered m answers
 
 
 def test_knobs_become_config_and_unknown_first_stage_combinations_fail() -> None:
