@@ -104,9 +104,10 @@ def rag_components(
     if profile is not None:
         changes["agents.profile"] = profile
     cfg = apply_profile(cfg.with_overrides(changes) if changes else cfg, profile)
-    injected = {"chat": llm, "scorer": scorer, "equivalence": equivalence}
     if not sources:
-        return Components(cfg, embedder=embeddings, **injected)
+        return Components(
+            cfg, chat=llm, embedder=embeddings, scorer=scorer, equivalence=equivalence
+        )
     from .integrations.byo import from_langchain, from_llamaindex
 
     source = sources[0]
@@ -119,7 +120,7 @@ def rag_components(
         parts = from_langchain(
             source, documents=documents, config=cfg, profile=profile, embeddings=embeddings
         )
-    parts.inject(**injected)
+    parts.inject(chat=llm, scorer=scorer, equivalence=equivalence)
     return parts
 
 

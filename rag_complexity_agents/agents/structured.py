@@ -168,7 +168,8 @@ def ask_step(
         note = f"structured output failed ({failure}); text + parse-and-repair from now on"
         update["notes"] = [*(state.get("notes") or []), note]
     text_reply = call_chat(ctx.chat, list(messages), max_tokens=max_tokens, stop=stop)
-    update.update(costs({**state, **update}, text_reply))  # type: ignore[arg-type]
+    counted: Any = {**state, **update}  # the state after the structured call's costs
+    update.update(costs(counted, text_reply))
     return None, text_reply, update
 
 
