@@ -20,6 +20,7 @@ demo: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 test: lint
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider

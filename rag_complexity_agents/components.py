@@ -10,7 +10,7 @@ from .config import Config, NARParams
 from .corpus.store import CorpusStore
 from .errors import ConfigError, CorpusError
 from .models.base import Embedder, Equivalence, Scorer
-from .models.embeddings import as_embedder, load_embedder
+from .models.embeddings import SentenceTransformerEmbedder, as_embedder, load_embedder
 from .retrieval.first_stage import FirstStage, make_first_stage
 from .retrieval.nar import BatchHook
 from .retrieval.sunar import MissingGraph, NeighbourGraph, ScoreFn, SunarRetriever
@@ -80,6 +80,18 @@ class Components:
         return load_embedder(
             self.config.models.embedding, batch_size=self.config.models.embed_batch_size
         )
+
+    def local_embedder(self) -> SentenceTransformerEmbedder:
+        """The embedder as a sentence-transformers model, for the features that read its
+        tokenizer (RRCP's token relevance, GRADE's chunking); ConfigError for an injected
+        embedding object."""
+        embedder = self.embedder
+        if not isinstance(embedder, SentenceTransformerEmbedder):
+            raise ConfigError(
+                "this feature needs a sentence-transformers embedder (models.embedding), not "
+                f"the injected {type(embedder).__name__}"
+            )
+        return embedder
 
     @cached_property
     def first_stage(self) -> FirstStage:

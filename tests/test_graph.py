@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rag_complexity_agents.corpus import graph as graph_module
-from rag_complexity_agents.corpus.graph import CorpusGraph, TopKGraph, exact_topk
+from rag_complexity_agents.corpus.graph import CorpusGraph, TopKGraph, exact_topk, storage, topk
 from rag_complexity_agents.errors import CorpusError
 
 SUBJECTS = [
@@ -147,8 +146,8 @@ def test_multi_level_preselection_is_exact(
     monkeypatch: pytest.MonkeyPatch, group: int, span: int
 ) -> None:
     # tiny groups make the recursive group-max pre-selection run several levels deep
-    monkeypatch.setattr(graph_module, "GROUP", group)
-    monkeypatch.setattr(graph_module, "SPAN", span)
+    monkeypatch.setattr(topk, "GROUP", group)
+    monkeypatch.setattr(topk, "SPAN", span)
     vectors = unit_rows(900, 12, seed=group)
     rows, values = exact_topk(vectors, 5, block_size=200)
     assert_exact(rows, values, vectors, 5)
@@ -266,11 +265,11 @@ def test_crash_while_extending_keeps_the_old_graph(
     real_replace = os.replace
 
     def crash_on_publish(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-        if Path(dst).name == graph_module.CURRENT_FILE:
+        if Path(dst).name == storage.CURRENT_FILE:
             raise OSError("simulated power loss")
         real_replace(src, dst)
 
-    monkeypatch.setattr(graph_module.os, "replace", crash_on_publish)
+    monkeypatch.setattr(storage.os, "replace", crash_on_publish)
     with pytest.raises(OSError, match="power loss"):
         graph.extend(vectors, ids)
     monkeypatch.undo()
@@ -281,11 +280,11 @@ def test_crash_while_extending_keeps_the_old_graph(
     survivor.extend(vectors, ids)
     assert len(TopKGraph.open(tmp_path / "g")) == 80
     leftovers = sorted(p.name for p in (tmp_path / "g").iterdir())
-    assert leftovers == [graph_module.CURRENT_FILE, survivor.generation]
+    assert leftovers == [storage.CURRENT_FILE, survivor.generation]
 
 
 def _generation_dir(directory: Path) -> Path:
-    return directory / (directory / graph_module.CURRENT_FILE).read_text().strip()
+    return directory / (directory / storage.CURRENT_FILE).read_text().strip()
 
 
 @pytest.mark.parametrize(
@@ -311,21 +310,21 @@ def test_missing_or_corrupt_files_raise_corpus_error(tmp_path: Path, damage: str
         directory = tmp_path / "empty"
         directory.mkdir()
     elif damage == "missing-array":
-        (gen / graph_module.SIMILARITIES_FILE).unlink()
+        (gen / storage.SIMILARITIES_FILE).unlink()
     elif damage == "garbage-array":
-        (gen / graph_module.NEIGHBOURS_FILE).write_bytes(b"\x00garbage" * 10)
+        (gen / storage.NEIGHBOURS_FILE).write_bytes(b"\x00garbage" * 10)
     elif damage == "wrong-shape":
-        np.save(gen / graph_module.NEIGHBOURS_FILE, np.zeros((30, 3), np.int32))
+        np.save(gen / storage.NEIGHBOURS_FILE, np.zeros((30, 3), np.int32))
     elif damage == "wrong-dtype":
-        np.save(gen / graph_module.SIMILARITIES_FILE, np.zeros((30, 4), np.float32))
+        np.save(gen / storage.SIMILARITIES_FILE, np.zeros((30, 4), np.float32))
     elif damage == "bad-meta":
-        (gen / graph_module.META_FILE).write_text("{not json")
+        (gen / storage.META_FILE).write_text("{not json")
     elif damage == "ids-count":
-        (gen / graph_module.IDS_FILE).write_text(json.dumps(["a", "b"]))
+        (gen / storage.IDS_FILE).write_text(json.dumps(["a", "b"]))
     elif damage == "dangling-pointer":
-        (directory / graph_module.CURRENT_FILE).write_text("g99999999\n")
+        (directory / storage.CURRENT_FILE).write_text("g99999999\n")
     elif damage == "out-of-range":
-        np.save(gen / graph_module.NEIGHBOURS_FILE, np.full((30, 4), 30, np.int32))
+        np.save(gen / storage.NEIGHBOURS_FILE, np.full((30, 4), 30, np.int32))
     with pytest.raises(CorpusError, match="graph"):
         TopKGraph.open(directory)
 
@@ -357,3 +356,53 @@ def test_rebuild_replaces_the_graph_and_accepts_a_memmap(tmp_path: Path) -> None
     assert len(TopKGraph.open(tmp_path / "g")) == 50
     assert_exact(np.asarray(graph.neighbour_rows), graph.similarities, vectors, 4)
     assert len([p for p in (tmp_path / "g").iterdir() if p.is_dir()]) == 1
+
+
+# --------------------------------------------------------------------------------------------
+# approximate graph (faiss HNSW)
+# --------------------------------------------------------------------------------------------
+
+
+def clustered_rows(n: int, dim: int, seed: int) -> np.ndarray:
+    """Unit vectors around 40 centres: a corpus-like neighbourhood structure."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((40, dim))
+    matrix = centres[rng.integers(0, 40, n)] + 0.7 * rng.standard_normal((n, dim))
+    return (matrix / np.linalg.norm(matrix, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_approximate_graph_has_the_exact_graphs_format_and_high_recall(tmp_path: Path) -> None:
+    vectors = clustered_rows(3000, 32, seed=21)
+    ids = [f"a{i}" for i in range(len(vectors))]
+    approx = TopKGraph.build(tmp_path / "approx", vectors, ids, k=16, method="faiss")
+    exact = TopKGraph.build(tmp_path / "exact", vectors, ids, k=16, method="exact")
+    assert approx.method == "faiss" and exact.method == "exact"
+    assert approx.stats()["method"] == "faiss"
+    reopened = TopKGraph.open(tmp_path / "approx")
+    assert reopened.method == "faiss" and reopened.neighbour_rows.dtype == np.int32
+    got, want = np.asarray(reopened.neighbour_rows), np.asarray(exact.neighbour_rows)
+    recall = np.mean([len(set(a) & set(b)) / 16 for a, b in zip(got, want, strict=True)])
+    assert recall >= 0.95
+    assert not (got == np.arange(len(vectors))[:, None]).any()  # never the row itself
+    sims = np.asarray(reopened.similarities, np.float32)
+    assert (np.diff(sims, axis=1) <= 0).all()  # most similar first
+    exact_sims = np.einsum(
+        "ij,ij->i", vectors[np.repeat(np.arange(3000), 16)], vectors[got.ravel()]
+    )
+    np.testing.assert_allclose(sims.ravel(), exact_sims, atol=2e-3)
+    # extend keeps the method; the new rows' lists are exact
+    more = np.concatenate([vectors, clustered_rows(200, 32, seed=22)])
+    grown = reopened.extend(more, [*ids, *[f"b{i}" for i in range(200)]])
+    assert grown.method == "faiss" and len(TopKGraph.open(tmp_path / "approx")) == 3200
+    new_rows, _ = exact_topk(more, 16, rows=range(3000, 3200))
+    np.testing.assert_array_equal(np.asarray(grown.neighbour_rows)[3000:], new_rows)
+
+
+def test_auto_method_switches_at_the_threshold(tmp_path: Path) -> None:
+    vectors = clustered_rows(300, 16, seed=23)
+    ids = [f"r{i}" for i in range(300)]
+    small = TopKGraph.build(tmp_path / "s", vectors, ids, k=5, exact_max_rows=300)
+    large = TopKGraph.build(tmp_path / "l", vectors, ids, k=5, exact_max_rows=299)
+    assert (small.method, large.method) == ("exact", "faiss")
+    with pytest.raises(CorpusError, match="unknown graph method"):
+        TopKGraph.build(tmp_path / "x", vectors, ids, k=5, method="annoy")  # type: ignore[arg-type]

@@ -29,7 +29,7 @@ def answer(state: AgentState, ctx: AgentContext) -> Update:
     steps = steps_of(state) or [
         {"index": 0, "kind": "question", "sub_question": state["question"], "answer": ""}
     ]
-    reply, text, update = answer_from_evidence(ctx, {**state, "steps": steps}, 0)  # type: ignore[typeddict-item]
+    reply, text, update = answer_from_evidence(ctx, {**state, "steps": steps}, 0)
     return {
         "steps": merge_steps(steps, [{"index": 0, "answer": text, "raw": reply.text}]),
         "loop_answer": text,

@@ -172,7 +172,7 @@ def conclude(state: AgentState, ctx: AgentContext) -> Update:
             update.update(loop_answer=answer, answer_source="forced_final")
         if not state.get("stop_reason"):
             update["stop_reason"] = "max_steps"
-    filled = []
+    filled: list[Step] = []
     for i, step in enumerate(steps):
         nxt = steps[i + 1].get("thought", "") if i + 1 < len(steps) else answer
         filled.append({"index": step["index"], "answer": str(nxt)[:300]})

@@ -38,13 +38,11 @@ def _batches(trace: Mapping[str, Any], m: int, fraction: float) -> list[BatchRec
             "s": s,
         }
         if s is not None:
-            record.update(
-                semantic_entropy=hook.get("semantic_entropy"),
-                answers=list(hook.get("answers") or []),
-                cluster_answers=list(hook.get("cluster_answers") or []),
-                clusters=[list(c) for c in hook.get("clusters") or []],
-                uncertain=bool(s > 1 and s >= fraction * m),
-            )
+            record["semantic_entropy"] = hook.get("semantic_entropy")
+            record["answers"] = list(hook.get("answers") or [])
+            record["cluster_answers"] = list(hook.get("cluster_answers") or [])
+            record["clusters"] = [list(c) for c in hook.get("clusters") or []]
+            record["uncertain"] = bool(s > 1 and s >= fraction * m)
         out.append(record)
     return out
 
@@ -53,7 +51,7 @@ def _nar_summary(trace: Mapping[str, Any]) -> dict[str, Any]:
     nar = dict(trace.get("nar") or {})
     nar.pop("batches", None)
     keep = {k: v for k, v in trace.items() if k not in ("nar", "returned", "query")}
-    return plain({**keep, **({"nar": nar} if nar else {})})  # type: ignore[no-any-return]
+    return plain({**keep, **({"nar": nar} if nar else {})})
 
 
 def retrieve(state: AgentState, ctx: AgentContext) -> Update:
@@ -98,7 +96,8 @@ def retrieve(state: AgentState, ctx: AgentContext) -> Update:
 def after_retrieve(state: AgentState, ctx: AgentContext, accept: str) -> str:
     """The ASU edges: ``explore`` / ``requery`` while every batch is uncertain, else
     ``accept``."""
-    record = (state.get("retrievals") or [None])[-1]
+    records = state.get("retrievals") or []
+    record = records[-1] if records else None
     if not record or ctx.strategy != "sunar" or not record.get("all_uncertain"):
         return accept
     agents = ctx.agents

@@ -18,13 +18,13 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StreamMode
 
 from ..types import RunResult
 from .answer import final_answer
 from .trace import build_trace
 
 Graph = CompiledStateGraph[Any, Any, Any, Any]
-StreamMode = str
 
 
 def run_config(
@@ -48,7 +48,7 @@ def run_config(
 
 def _needs_thread(graph: Graph, config: RunnableConfig) -> RunnableConfig:
     if graph.checkpointer is not None and "thread_id" not in (config.get("configurable") or {}):
-        config["configurable"]["thread_id"] = uuid.uuid4().hex  # type: ignore[index]
+        config["configurable"]["thread_id"] = uuid.uuid4().hex
     return config
 
 

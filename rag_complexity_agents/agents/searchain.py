@@ -62,8 +62,8 @@ def _verify_next(state: AgentState, chain: list[ChainNodeState], ctx: AgentConte
     if reason := step_limit(state, ctx):
         return {"chain": chain, "stop_reason": reason, "next_node": "conclude"}
     index = len(steps)
-    node = {**chain[position], "step": index}
-    chain = [*chain[:position], node, *chain[position + 1 :]]  # type: ignore[list-item]
+    node: ChainNodeState = {**chain[position], "step": index}
+    chain = [*chain[:position], node, *chain[position + 1 :]]
     step = {
         "index": index,
         "kind": "chain",
@@ -129,21 +129,21 @@ def _plan(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: SearCh
 def check(state: AgentState, ctx: AgentContext) -> Update:
     """Compare the pending node's answer with the one its evidence gives."""
     index = int(state.get("pending_step", 0))
-    chain = [dict(n) for n in state.get("chain") or []]
+    chain: list[ChainNodeState] = [ChainNodeState(**n) for n in state.get("chain") or []]
     position = next(i for i, n in enumerate(chain) if n.get("step") == index)
     node = chain[position]
     _, found, update = answer_from_evidence(ctx, state, index)
     claimed = node.get("answer") or ""
     replan = False
     if node.get("unsolved") or not claimed:
-        node.update(answer=found or UNKNOWN_ANSWER, status="filled", unsolved=False)
+        node.update({"answer": found or UNKNOWN_ANSWER, "status": "filled", "unsolved": False})
         replan = True
     elif not found:
         node["status"] = "unverifiable"
     elif consistent(ctx, claimed, found, node.get("query", "")):
         node["status"] = "verified"
     else:
-        node.update(answer=found, status="corrected", claimed=claimed)
+        node.update({"answer": found, "status": "corrected", "claimed": claimed})
         replan = True
     if replan:
         chain = chain[: position + 1]
@@ -152,24 +152,23 @@ def check(state: AgentState, ctx: AgentContext) -> Update:
         [{"index": index, "answer": node.get("answer") or "", "status": node["status"]}],
     )
     update["steps"] = state_steps
-    typed_chain: list[ChainNodeState] = chain  # type: ignore[assignment]
     if replan:
-        update.update(chain=typed_chain, next_node="plan")
+        update.update(chain=chain, next_node="plan")
         return update
     if any(n.get("status") == "proposed" for n in chain):
-        update.update(_verify_next({**state, "steps": state_steps}, typed_chain, ctx))  # type: ignore[typeddict-item]
+        update.update(_verify_next({**state, "steps": state_steps}, chain, ctx))
         return update
     candidate = state.get("candidate_answer", "")
     if candidate:
         update.update(
-            chain=typed_chain,
+            chain=chain,
             loop_answer=candidate,
             answer_source="loop",
             stop_reason="final_answer",
             next_node="conclude",
         )
     else:
-        update.update(chain=typed_chain, next_node="plan")
+        update.update(chain=chain, next_node="plan")
     return update
 
 

@@ -270,7 +270,7 @@ def doc_record(doc: ScoredDoc, *, max_chars: int) -> DocRecord:
     record = plain(doc.to_trace())
     text = doc.chunk.text
     record["text"] = text if len(text) <= max_chars else text[:max_chars] + " …"
-    return record  # type: ignore[no-any-return]
+    return record
 
 
 def doc_from_record(record: DocRecord) -> ScoredDoc:

@@ -93,7 +93,7 @@ def costs(state: AgentState, reply: ChatReply | None = None, **more: int) -> Upd
         update["input_tokens"] = state.get("input_tokens", 0) + reply.input_tokens
         update["output_tokens"] = state.get("output_tokens", 0) + reply.output_tokens
     for key, value in more.items():
-        update[key] = update.get(key, state.get(key, 0)) + value  # type: ignore[call-overload]
+        update[key] = update.get(key, state.get(key, 0)) + value
     return update
 
 

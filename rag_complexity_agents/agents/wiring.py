@@ -172,7 +172,7 @@ def start_node(loop: str, name: str) -> NodeFn:
 def finish(state: AgentState, ctx: AgentContext) -> Update:
     """The answer (MER's when it gave one, else the loop's) and the JSON trace."""
     answer, source = final_answer(state)
-    state = {**state, "answer": answer, "answer_source": source}  # type: ignore[assignment]
+    state = {**state, "answer": answer, "answer_source": source}
     return {
         "answer": answer,
         "answer_source": source,

@@ -408,7 +408,9 @@ class RetrievalComplexity:
         evaluator = load_answer_evaluator(
             section.evaluator, components=parts, passage_chars=section.passage_chars
         )
-        relevance = MaxSimTokenRelevance(parts.embedder, temperature=section.relevance_temperature)
+        relevance = MaxSimTokenRelevance(
+            parts.local_embedder(), temperature=section.relevance_temperature
+        )
         return cls(
             parts.first_stage,
             evaluator,
@@ -427,7 +429,7 @@ class RetrievalComplexity:
         question = validate_question(question, max_chars=self.max_question_chars)
         refs = tuple(r.strip() for r in references if isinstance(r, str) and r.strip())
         passages = [d.text[: self.passage_chars] for d in docs]
-        info = {
+        info: dict[str, Any] = {
             "evaluator": self.evaluator.name,
             "relevance_method": self.relevance.name,
             "reference_free": not refs,

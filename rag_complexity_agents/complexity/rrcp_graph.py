@@ -9,8 +9,8 @@ graph with just that node (for Studio, or to call RC through the LangGraph API).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypedDict
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -27,14 +27,20 @@ class RCState(TypedDict, total=False):
     retrieval_complexity: dict[str, Any]
 
 
+class RCNode(Protocol):
+    """A LangGraph node: reads ``question`` / ``references``, writes ``retrieval_complexity``."""
+
+    def __call__(self, state: Mapping[str, Any]) -> dict[str, Any]: ...
+
+
 def make_rc_node(
     pipeline: RetrievalComplexity | Callable[[], RetrievalComplexity],
-) -> Callable[[dict[str, Any]], dict[str, Any]]:
+) -> RCNode:
     """A node computing RC for ``state["question"]``; ``pipeline`` may be a factory (called
     once, on the first run) so that building a graph loads nothing."""
     holder: list[RetrievalComplexity] = []
 
-    def retrieval_complexity(state: dict[str, Any]) -> dict[str, Any]:
+    def retrieval_complexity(state: Mapping[str, Any]) -> dict[str, Any]:
         if not holder:
             holder.append(pipeline if isinstance(pipeline, RetrievalComplexity) else pipeline())
         references = [str(r) for r in state.get("references") or []]
@@ -58,10 +64,10 @@ def build_rc_graph(
         return pipeline or RetrievalComplexity.from_config(cfg, components)
 
     graph = StateGraph(RCState)
-    graph.add_node("retrieval_complexity", make_rc_node(factory))
+    graph.add_node("retrieval_complexity", make_rc_node(factory), input_schema=RCState)
     graph.add_edge(START, "retrieval_complexity")
     graph.add_edge("retrieval_complexity", END)
     return graph.compile(name=name)
 
 
-__all__ = ["RCState", "build_rc_graph", "make_rc_node"]
+__all__ = ["RCNode", "RCState", "build_rc_graph", "make_rc_node"]

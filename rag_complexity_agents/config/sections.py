@@ -108,6 +108,17 @@ class GraphConfig(BaseModel):
         description="Rows per block of the exact top-k build.",
         **NEUTRAL,
     )
+    method: Literal["auto", "exact", "faiss"] = Field(
+        "auto",
+        description="'exact' blocked top-k (cost n^2), 'faiss' approximate HNSW (extra 'ann'), "
+        "'auto' = exact up to exact_max_rows chunks, else faiss.",
+    )
+    exact_max_rows: int = Field(
+        200_000,
+        ge=1,
+        description="Largest collection 'auto' builds exactly (provisional: from the exact "
+        "build's n^2 cost, not a measured crossover; benchmarks/results/index_build.md).",
+    )
 
 
 class RetrievalConfig(BaseModel):

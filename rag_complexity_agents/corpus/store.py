@@ -260,6 +260,7 @@ class CorpusStore:
         self._chroma_max_batch = int(client.get_max_batch_size())
         return client.get_or_create_collection(
             name=self.manifest.name,
+            # Chroma's EmbeddingFunction type also takes images; this one embeds texts only
             embedding_function=ChromaEmbeddingFunction(self.embedder),  # type: ignore[arg-type]
             configuration={"hnsw": {"space": "cosine"}},
         )
@@ -402,7 +403,7 @@ class CorpusStore:
                 ids=[chunk.id for chunk in part],
                 embeddings=vectors[start : start + len(part)],
                 documents=[chunk.text for chunk in part],
-                metadatas=[_chroma_metadata(chunk) for chunk in part],  # type: ignore[misc]
+                metadatas=[_chroma_metadata(chunk) for chunk in part],
             )
         lines = "".join(
             json.dumps(
@@ -465,6 +466,8 @@ class CorpusStore:
                     self.ids,
                     k=m.graph_k,
                     block_size=self.config.graph.block_size,
+                    method=self.config.graph.method,
+                    exact_max_rows=self.config.graph.exact_max_rows,
                 )
             else:
                 TopKGraph.open(graph_dir).extend(embeddings, self.ids)

@@ -149,7 +149,7 @@ def _import_builder(path: str) -> StrategyBuilder:
     builder = getattr(module, attr, None)
     if not callable(builder):
         raise ConfigError(f"{path!r}: {module_name} has no callable {attr!r}")
-    return builder  # type: ignore[no-any-return]
+    return builder
 
 
 def get_strategy_spec(name: str) -> StrategySpec:

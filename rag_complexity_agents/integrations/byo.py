@@ -26,6 +26,12 @@ How the user's documents become a corpus:
 * documents returned later that were not listed join the corpus on the fly (scored by our
   embedder) but have no graph neighbours (``trace["graph"]["unknown_ids"]`` counts them);
 * a store that returns nothing gives an empty ranking (and an empty result, no error).
+
+With ``neighbours="on_demand"`` nothing is listed and no graph is built: NAR asks the store for
+the nearest documents of each scored document when it needs them (see
+:mod:`~rag_complexity_agents.integrations.neighbours`), cached in ``neighbour_cache`` (default
+``<corpus.home>/neighbours.sqlite``). Use it when the store is larger than a few hundred
+thousand documents or lives in a vector database cluster.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 
@@ -41,8 +48,18 @@ from ..components import Components
 from ..config import Config
 from ..errors import CorpusError, InputError
 from ..types import Chunk, ScoredDoc
+from .neighbours import (
+    ChromaSource,
+    LangChainSource,
+    LlamaIndexSource,
+    NeighbourSource,
+    OnDemandGraph,
+)
 
 SearchFn = Callable[[str, int], Sequence[tuple[Chunk, float | None]]]
+NeighbourMode = Literal["graph", "on_demand"]
+#: The collection size reported for an on-demand store that cannot count its documents.
+UNKNOWN_SIZE = 2**31 - 1
 
 
 def content_id(text: str, title: str = "") -> str:
@@ -94,7 +111,7 @@ class InMemoryNeighbourGraph:
     def __init__(self, ids: Sequence[str], vectors: np.ndarray, k: int) -> None:
         self.ids = list(ids)
         self.row_of = {doc_id: row for row, doc_id in enumerate(self.ids)}
-        matrix = np.asarray(vectors, dtype=np.float32)
+        matrix: np.ndarray = np.asarray(vectors, dtype=np.float32)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         matrix = matrix / np.where(norms == 0, 1.0, norms)
         self.cols, self.sims = numpy_topk(matrix, k)
@@ -126,6 +143,7 @@ class ExternalCorpus:
         graph_k: int = 16,
         store_vectors: np.ndarray | None = None,
         name: str = "external",
+        size: int | None = None,
     ) -> None:
         self.name = name
         self.embedder = embedder
@@ -138,12 +156,26 @@ class ExternalCorpus:
             store_vectors = None  # duplicates were dropped: fall back to our embedder
         self._store_vectors = store_vectors
         self._vectors: dict[str, np.ndarray] = {}
-        self._graph: InMemoryNeighbourGraph | None = None
+        self._graph: InMemoryNeighbourGraph | OnDemandGraph | None = None
         self._lock = threading.RLock()
+        self._size = size
         self.graph_source = "store" if store_vectors is not None else "embedder"
 
     def __len__(self) -> int:
-        return len(self._chunks)
+        """Documents known here, or the store's size when neighbours come on demand."""
+        return max(len(self._chunks), self._size or 0)
+
+    def use_on_demand(self, source: NeighbourSource, cache_path: str | Path | None) -> None:
+        """Serve ``graph`` from ``source`` on demand instead of building it."""
+        with self._lock:
+            self._graph = OnDemandGraph(
+                source,
+                chunk_of=self.chunk,
+                add_chunk=self.add,
+                k=self.graph_k,
+                cache_path=cache_path,
+            )
+            self.graph_source = "on_demand"
 
     @property
     def ids(self) -> list[str]:
@@ -171,7 +203,7 @@ class ExternalCorpus:
             return np.stack([self._vectors[i] for i in chunk_ids])
 
     @property
-    def graph(self) -> InMemoryNeighbourGraph:
+    def graph(self) -> InMemoryNeighbourGraph | OnDemandGraph:
         with self._lock:
             if self._graph is None:
                 if len(self._listed) < 2:
@@ -224,12 +256,13 @@ class ByoComponents(Components):
         self._corpus = corpus
         self._first_stage = first_stage
 
-    @property  # type: ignore[override]
+    # ExternalCorpus has the part of CorpusStore that NAR and the loops use, not the class.
+    @property
     def store(self) -> ExternalCorpus:  # type: ignore[override]
         return self._corpus
 
-    @property  # type: ignore[override]
-    def first_stage(self) -> ExternalFirstStage:  # type: ignore[override]
+    @property
+    def first_stage(self) -> ExternalFirstStage:
         return self._first_stage
 
 
@@ -257,9 +290,22 @@ def _build(
     profile: str | None,
     use_store_vectors: bool,
     name: str,
+    source: NeighbourSource | None = None,
+    neighbour_cache: str | Path | None = None,
     embeddings: Any = None,
 ) -> ByoComponents:
+    """Components over ``search``; the graph over ``listed``, or on demand from ``source``;
+    ``embeddings`` (the user's) replace ``models.embedding``."""
     cfg = _config(config, profile)
+    embedder = _embedder(cfg, embeddings)
+    if source is not None:
+        size = source.size()
+        corpus = ExternalCorpus(
+            [], embedder=embedder, graph_k=cfg.graph.k, name=name, size=size or UNKNOWN_SIZE
+        )
+        cache = neighbour_cache or Path(cfg.corpus.home) / "neighbours.sqlite"
+        corpus.use_on_demand(source, cache)
+        return _parts(cfg, corpus, search, name, injected=embeddings is not None)
     if not listed:
         raise CorpusError(
             f"cannot list the documents of {name}; pass documents= (LangChain) or nodes= "
@@ -267,13 +313,20 @@ def _build(
         )
     corpus = ExternalCorpus(
         listed,
-        embedder=_embedder(cfg, embeddings),
+        embedder=embedder,
         graph_k=cfg.graph.k,
         store_vectors=vectors if use_store_vectors else None,
         name=name,
     )
+    return _parts(cfg, corpus, search, name, injected=embeddings is not None)
+
+
+def _parts(
+    cfg: Config, corpus: ExternalCorpus, search: SearchFn, name: str, *, injected: bool
+) -> ByoComponents:
     parts = ByoComponents(cfg, corpus, ExternalFirstStage(search, corpus, name=name))
-    parts.inject(embedder=corpus.embedder if embeddings is not None else None)
+    if injected:  # the user's embeddings serve the equivalence etc. too
+        parts.inject(embedder=corpus.embedder)
     return parts
 
 
@@ -314,8 +367,8 @@ def _langchain_listing(source: Any) -> tuple[list[Chunk], np.ndarray | None]:
             for i, text, m in zip(data["ids"], data["documents"], metadatas, strict=True)
         ]
         embeddings = data.get("embeddings")
-        vectors = np.asarray(embeddings, dtype=np.float32) if embeddings is not None else None
-        return chunks, vectors if vectors is not None and len(vectors) == len(chunks) else None
+        matrix = np.asarray(embeddings, dtype=np.float32) if embeddings is not None else None
+        return chunks, matrix if matrix is not None and len(matrix) == len(chunks) else None
     docs = getattr(source, "docs", None)
     if isinstance(docs, list):
         return [chunk_from_langchain(d) for d in docs], None
@@ -348,12 +401,28 @@ def langchain_search(source: Any) -> SearchFn:
     if isinstance(source, BaseRetriever):
 
         def search_retriever(query: str, k: int) -> list[tuple[Chunk, float | None]]:
-            return [(chunk_from_langchain(d), None) for d in source.invoke(query)][:k]
+            return [(chunk_from_langchain(d), None) for d in source.invoke(query)[:k]]
 
         return search_retriever
     raise InputError(
         f"expected a LangChain VectorStore or BaseRetriever, got {type(source).__name__}"
     )
+
+
+def langchain_neighbour_source(store: Any, key: str | None = None) -> NeighbourSource:
+    """The on-demand neighbour source of a LangChain ``VectorStore`` (a ``langchain_chroma``
+    store is asked through its Chroma collection)."""
+    from langchain_core.vectorstores import VectorStore
+
+    store = getattr(store, "vectorstore", None) or store
+    if not isinstance(store, VectorStore):
+        raise InputError(
+            f"on-demand neighbours need a LangChain VectorStore, got {type(store).__name__}"
+        )
+    collection = getattr(store, "_collection", None)
+    if collection is not None and hasattr(collection, "query"):  # langchain_chroma.Chroma
+        return ChromaSource(collection, make_chunk)
+    return LangChainSource(store, chunk_from_langchain, key=key)
 
 
 def from_langchain(
@@ -363,6 +432,9 @@ def from_langchain(
     config: Config | None = None,
     profile: str | None = "cpu",
     use_store_vectors: bool = True,
+    neighbours: NeighbourMode = "graph",
+    neighbour_cache: str | Path | None = None,
+    cache_key: str | None = None,
     embeddings: Any = None,
 ) -> ByoComponents:
     """Components whose first stage is a LangChain ``VectorStore`` or ``BaseRetriever``.
@@ -370,9 +442,25 @@ def from_langchain(
     ``documents`` (LangChain Documents) are all the store's documents; without them they are
     read from the store when it can list them (see the module docstring). ``profile`` is the
     agents profile applied to ``config`` (``cpu`` shrinks paper-sized knobs, ``paper`` keeps
-    them). ``embeddings`` (e.g. the store's own LangChain ``Embeddings``) score documents and
-    build the graph instead of ``models.embedding``.
+    them). ``neighbours="on_demand"`` asks the store for neighbours instead of building the
+    graph (a ``VectorStore`` or its retriever); they persist in ``neighbour_cache`` under the
+    store's identity (a Chroma collection's id, else ``cache_key``; without either they are
+    kept in memory only). ``embeddings`` (e.g. the store's own LangChain ``Embeddings``)
+    score documents and build the graph instead of ``models.embedding``.
     """
+    if neighbours == "on_demand":
+        return _build(
+            langchain_search(source),
+            [],
+            None,
+            config=config,
+            profile=profile,
+            use_store_vectors=use_store_vectors,
+            name=f"langchain:{type(source).__name__}",
+            source=langchain_neighbour_source(source, cache_key),
+            neighbour_cache=neighbour_cache,
+            embeddings=embeddings,
+        )
     if documents is not None:
         listed, vectors = [chunk_from_langchain(d) for d in documents], None
     else:
@@ -451,12 +539,34 @@ def from_llamaindex(
     config: Config | None = None,
     profile: str | None = "cpu",
     use_store_vectors: bool = True,
+    neighbours: NeighbourMode = "graph",
+    neighbour_cache: str | Path | None = None,
+    cache_key: str | None = None,
     embeddings: Any = None,
 ) -> ByoComponents:
     """Components whose first stage is a LlamaIndex retriever or index (e.g.
     ``VectorStoreIndex``). ``nodes`` are all its nodes; without them they are read from the
-    index's docstore. ``embeddings`` (a LlamaIndex ``BaseEmbedding`` such as the index's
-    ``embed_model``, or a LangChain ``Embeddings``) replace ``models.embedding``."""
+    index's docstore. ``neighbours="on_demand"`` (an index only) asks its vector store for
+    neighbours instead of building the graph; ``neighbour_cache``/``cache_key`` as in
+    :func:`from_langchain`. ``embeddings`` (a LlamaIndex ``BaseEmbedding`` such as the
+    index's ``embed_model``, or a LangChain ``Embeddings``) replace ``models.embedding``."""
+    if neighbours == "on_demand":
+        if not hasattr(source, "vector_store"):
+            raise InputError(
+                f"on-demand neighbours need a LlamaIndex index, got {type(source).__name__}"
+            )
+        return _build(
+            llamaindex_search(source),
+            [],
+            None,
+            config=config,
+            profile=profile,
+            use_store_vectors=use_store_vectors,
+            name=f"llamaindex:{type(source).__name__}",
+            source=LlamaIndexSource(source, chunk_from_llamaindex, key=cache_key),
+            neighbour_cache=neighbour_cache,
+            embeddings=embeddings,
+        )
     if nodes is not None:
         listed, vectors = [chunk_from_llamaindex(n) for n in nodes], None
     else:
@@ -483,6 +593,7 @@ __all__ = [
     "content_id",
     "from_langchain",
     "from_llamaindex",
+    "langchain_neighbour_source",
     "langchain_search",
     "llamaindex_search",
     "make_chunk",

@@ -68,7 +68,10 @@ class SentenceTransformerEmbedder:
 
     @property
     def max_tokens(self) -> int:
-        return int(self.model.max_seq_length)
+        length = self.model.max_seq_length
+        if length is None:
+            raise ModelNotAvailable(f"{self.path} does not report a maximum sequence length")
+        return int(length)
 
     def count_tokens(self, text: str) -> int:
         return len(self.model.tokenizer.tokenize(text))

@@ -95,7 +95,7 @@ class NLIEquivalence:
             name = str(label).lower()
             for verdict in ("entailment", "neutral", "contradiction"):
                 if name.startswith(verdict[:6]):
-                    labels[int(index)] = verdict  # type: ignore[assignment]
+                    labels[int(index)] = verdict
         if "entailment" not in labels.values():
             raise ModelNotAvailable(
                 f"{self.path} has labels {model.config.id2label}; none looks like 'entailment'"

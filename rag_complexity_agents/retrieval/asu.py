@@ -136,7 +136,8 @@ class EquivalenceCache:
         na, nb = normalize_answer(a), normalize_answer(b)
         if na == nb:
             return True
-        key = (question or "", *sorted((na, nb)))
+        first, second = sorted((na, nb))
+        key = (question or "", first, second)
         with self._lock:
             cached = self._decisions.get(key)
             if cached is not None:

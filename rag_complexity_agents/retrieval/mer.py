@@ -266,9 +266,9 @@ def extract_final_answer(text: str) -> ExtractedAnswer:
             return ExtractedAnswer(_clean(answer), "answer_is")
     lines = [line for line in text.splitlines() if line.strip()]
     for line in reversed(lines):
-        match = _ANSWER_LINE.match(line)
-        if match and _clean(line[match.end() :]):
-            return ExtractedAnswer(_clean(line[match.end() :]), "answer_line")
+        label = _ANSWER_LINE.match(line)
+        if label and _clean(line[label.end() :]):
+            return ExtractedAnswer(_clean(line[label.end() :]), "answer_line")
     for line in reversed(lines):
         if line.strip().lower().startswith(("[reasoning]", "reasoning:")):
             continue

@@ -396,7 +396,7 @@ def neighbourhood_aware_rerank(
     # ---- output: R+ by score (stable: earlier batches win ties), then backfill
     ranked = sorted(scored.values(), key=lambda d: -d.score)
     floor = min((d.score for d in ranked), default=0.0)
-    backfill = []
+    backfill: list[ScoredDoc] = []
     for doc in ranking:
         if doc.id in scored:
             continue

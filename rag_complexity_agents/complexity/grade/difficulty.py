@@ -55,7 +55,7 @@ POWER_MEAN_EPS = 1e-6
 # --------------------------------------------------------------------------------------------
 
 
-def power_mean(values: Sequence[float], p: float) -> float:
+def power_mean(values: Sequence[float] | np.ndarray, p: float) -> float:
     """The power (generalised) mean ``(mean(v^p))^(1/p)``; p = 0 is the geometric mean.
 
     For p < 0 values are clipped to :data:`POWER_MEAN_EPS` first (a similarity of 0 or below
@@ -72,7 +72,10 @@ def power_mean(values: Sequence[float], p: float) -> float:
 
 
 def aggregate_similarity(
-    similarities: Sequence[float], aggregation: Aggregation = "min", *, p: float = -2.0
+    similarities: Sequence[float] | np.ndarray,
+    aggregation: Aggregation = "min",
+    *,
+    p: float = -2.0,
 ) -> float:
     """min, mean or power mean (exponent ``p``) of query–chunk similarities."""
     sims = np.asarray(similarities, dtype=np.float64)
@@ -90,7 +93,10 @@ def aggregate_similarity(
 
 
 def retrieval_difficulty(
-    similarities: Sequence[float], aggregation: Aggregation = "min", *, p: float = -2.0
+    similarities: Sequence[float] | np.ndarray,
+    aggregation: Aggregation = "min",
+    *,
+    p: float = -2.0,
 ) -> float:
     """D_r(q) = 1 − agg_i sim(q, c_i) (GRADE §3.2; paper default ``agg = min``)."""
     return 1.0 - aggregate_similarity(similarities, aggregation, p=p)

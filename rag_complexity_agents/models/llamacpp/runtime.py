@@ -1,0 +1,216 @@
+"""Loaded llama.cpp models: one :class:`Runtime` per process per ``(path, n_ctx, n_threads)``.
+
+The ``Llama`` object is created lazily on the first call, never at import or construction, and
+shared by every chat model with the same key. llama.cpp contexts are not thread-safe, so every
+use holds that runtime's lock. Runtimes are closed at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ...errors import ModelNotAvailable
+from .prefix_cache import BLOCK, PrefixStateCache, SavedState, common_prefix, reusable
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+#: ``(resolved model path, n_ctx, n_threads)``: what identifies a loaded model.
+RuntimeKey = tuple[str, int, int]
+
+_LLAMACPP_INSTALL = "pip install 'rag-complexity-agents[llamacpp]' (llama-cpp-python==0.3.36)"
+
+
+@dataclass
+class Runtime:
+    """One loaded model: the ``Llama``, its chat template, lock, and KV bookkeeping."""
+
+    llama: Llama
+    formatter: Jinja2ChatFormatter
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    states: PrefixStateCache = field(default_factory=lambda: PrefixStateCache(0))
+    canon: int = 0
+    primed: int = 0
+    stats: dict[str, int] = field(
+        default_factory=lambda: {
+            "calls": 0,
+            "prompt_tokens": 0,
+            "reused_tokens": 0,
+            "restores": 0,
+            "saves": 0,
+        }
+    )
+
+    def prime(self, tokens: list[int]) -> int:
+        """Make the KV cache hold ``tokens[:-1]``; returns how many positions were reused.
+
+        The caller then evaluates the last prompt token alone (``create_completion`` does so
+        because exactly one token is missing; :meth:`last_logits` does so explicitly).
+        """
+        llama = self.llama
+        target = len(tokens) - 1
+        wanted = np.asarray(tokens, dtype=np.intc)
+        shared = common_prefix(llama.input_ids[: llama.n_tokens], wanted)
+        keep = reusable(shared, target, self.canon, self.primed)
+        if self.states.entries:
+            key, saved_keep = self.states.best(wanted)
+            if key is not None and saved_keep > keep + BLOCK and self._restore(key):
+                keep = saved_keep
+        if keep > 0 and llama._ctx.kv_cache_seq_rm(-1, keep, -1):
+            llama.n_tokens = keep
+        else:
+            keep = 0
+            llama.reset()
+        for start in range(keep, target, BLOCK):
+            llama.eval(tokens[start : min(start + BLOCK, target)])
+        self.canon = (target // BLOCK) * BLOCK
+        self.primed = target
+        self.stats["calls"] += 1
+        self.stats["prompt_tokens"] += len(tokens)
+        self.stats["reused_tokens"] += keep
+        return keep
+
+    def last_logits(self, tokens: list[int]) -> tuple[np.ndarray, int]:
+        """Logits of the token after ``tokens`` (float64 copy) and the reused position count."""
+        reused = self.prime(tokens)
+        llama = self.llama
+        llama.eval(tokens[-1:])
+        n_vocab = llama.n_vocab()
+        logits = np.ctypeslib.as_array(llama._ctx.get_logits_ith(-1), shape=(n_vocab,))
+        return logits.astype(np.float64), reused
+
+    def _restore(self, key: int) -> bool:
+        from llama_cpp import llama_state_set_data
+
+        entry = self.states.entries[key]
+        self.states.entries.move_to_end(key)
+        llama = self.llama
+        if llama_state_set_data(llama._ctx.ctx, entry.data, entry.n_bytes) != entry.n_bytes:
+            llama.reset()  # unknown state: start from scratch
+            self.canon = self.primed = 0
+            return False
+        n = len(entry.tokens)
+        llama.input_ids[:n] = entry.tokens
+        llama.n_tokens = n
+        llama._requires_eval = True
+        self.canon, self.primed = entry.canon, entry.primed
+        self.stats["restores"] += 1
+        return True
+
+    def maybe_save(self, prompt_len: int, reused: int, min_tokens: int) -> None:
+        """Save the KV state after a long prompt that was mostly new (for alternation)."""
+        llama = self.llama
+        if self.states.capacity_bytes <= 0 or prompt_len < min_tokens or reused >= 0.9 * prompt_len:
+            return
+        from llama_cpp import llama_state_get_data, llama_state_get_size
+
+        size = int(llama_state_get_size(llama._ctx.ctx))
+        if size > self.states.capacity_bytes:
+            return
+        buf = (ctypes.c_uint8 * size)()
+        n_bytes = int(llama_state_get_data(llama._ctx.ctx, buf, size))
+        if n_bytes <= 0 or n_bytes > size:
+            return
+        tokens = np.array(llama.input_ids[: llama.n_tokens], dtype=np.intc)
+        entry = SavedState(tokens, buf, n_bytes, canon=self.canon, primed=self.primed)
+        self.states.add(entry, overlap=0.9)
+        self.stats["saves"] += 1
+
+
+# --------------------------------------------------------------------------------------------
+# Process-wide registry
+# --------------------------------------------------------------------------------------------
+
+
+_RUNTIMES: dict[RuntimeKey, Runtime] = {}
+_RUNTIMES_LOCK = threading.Lock()
+
+
+def _available_cores() -> int:
+    """Cores this process may run on (respects CPU affinity / container limits)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def runtime_key(model_path: str, n_ctx: int, n_threads: int | None) -> RuntimeKey:
+    """The registry key of a model; ``n_threads`` None means all available cores."""
+    threads = n_threads if n_threads else _available_cores()
+    return (str(Path(model_path).expanduser().resolve()), n_ctx, threads)
+
+
+def _load_runtime(key: RuntimeKey) -> Runtime:
+    path, n_ctx, threads = key
+    if not Path(path).is_file():
+        raise ModelNotAvailable(f"GGUF model file {path} does not exist")
+    try:
+        from llama_cpp import Llama
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+    except ImportError as exc:
+        raise ModelNotAvailable(f"llama-cpp-python is not installed: {_LLAMACPP_INSTALL}") from exc
+    try:
+        llama = Llama(
+            model_path=path,
+            n_ctx=n_ctx,
+            n_threads=threads,
+            n_threads_batch=threads,
+            seed=0,
+            logits_all=False,
+            verbose=False,
+        )
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise ModelNotAvailable(f"llama.cpp could not load {path}: {exc}") from exc
+    template = llama.metadata.get("tokenizer.chat_template")
+    if not template:
+        raise ModelNotAvailable(
+            f"{path} has no chat template in its GGUF metadata; use a chat/instruct GGUF"
+        )
+    eos_id, bos_id = llama.token_eos(), llama.token_bos()
+    formatter = Jinja2ChatFormatter(
+        template=template,
+        eos_token=llama._model.token_get_text(eos_id) if eos_id != -1 else "",
+        bos_token=llama._model.token_get_text(bos_id) if bos_id != -1 else "",
+        stop_token_ids=[eos_id],
+    )
+    return Runtime(llama=llama, formatter=formatter)
+
+
+def get_runtime(key: RuntimeKey) -> Runtime:
+    """The runtime for ``key``, loading the model on first use."""
+    with _RUNTIMES_LOCK:
+        runtime = _RUNTIMES.get(key)
+        if runtime is None:
+            if not _RUNTIMES:
+                atexit.register(_close_runtimes)
+            runtime = _RUNTIMES[key] = _load_runtime(key)
+        return runtime
+
+
+def is_loaded(key: RuntimeKey) -> bool:
+    """Whether the model with this key is loaded in this process."""
+    with _RUNTIMES_LOCK:
+        return key in _RUNTIMES
+
+
+def _close_runtimes() -> None:
+    """Free llama.cpp models before interpreter teardown (its __del__ fails late in exit)."""
+    with _RUNTIMES_LOCK:
+        for runtime in _RUNTIMES.values():
+            runtime.llama.close()
+        _RUNTIMES.clear()
+
+
+def loaded_runtimes() -> list[RuntimeKey]:
+    """Keys ``(path, n_ctx, n_threads)`` of the llama.cpp models loaded in this process."""
+    with _RUNTIMES_LOCK:
+        return list(_RUNTIMES)
