@@ -90,7 +90,6 @@ def test_byo_chroma_server_neighbours_on_demand_match_the_built_graph(
     from rag_complexity_agents.integrations.byo import from_langchain
     from rag_complexity_agents.integrations.langchain import RCAEmbeddings
     from rag_complexity_agents.integrations.neighbours import ChromaSource, OnDemandGraph
-    from rag_complexity_agents.retrieval.sunar import SunarRetriever
 
     config = Config(corpus={"home": tmp_path}, graph={"k": 16})
     client = chromadb.HttpClient(
@@ -114,8 +113,8 @@ def test_byo_chroma_server_neighbours_on_demand_match_the_built_graph(
     assert isinstance(graph, OnDemandGraph) and isinstance(graph.source, ChromaSource)
     assert len(on_demand.store) == 40
     for question in ("Who directed The Shape of Water?", "Which river flows through Budapest?"):
-        a = SunarRetriever.from_components(built, with_asu=False).retrieve(question, 5)
-        b = SunarRetriever.from_components(on_demand, with_asu=False).retrieve(question, 5)
+        a = built.sunar_retriever(with_asu=False).retrieve(question, 5)
+        b = on_demand.sunar_retriever(with_asu=False).retrieve(question, 5)
         assert [d.id for d in a] == [d.id for d in b]
     assert graph.counts["store"] > 0
     for doc_id in list(graph._lists)[:10]:
@@ -125,8 +124,6 @@ def test_byo_chroma_server_neighbours_on_demand_match_the_built_graph(
     graph.close()
     # the cache is keyed by the collection's id: a new session asks the server for nothing
     again = from_langchain(store, config=config, neighbours="on_demand", neighbour_cache=cache)
-    SunarRetriever.from_components(again, with_asu=False).retrieve(
-        "Which river flows through Budapest?", 5
-    )
+    again.sunar_retriever(with_asu=False).retrieve("Which river flows through Budapest?", 5)
     assert again.store.graph.counts["store"] == 0 and again.store.graph.counts["disk"] > 0
     again.store.graph.close()

@@ -17,7 +17,6 @@ from rag_complexity_agents.errors import CorpusError
 from rag_complexity_agents.integrations.byo import from_langchain
 from rag_complexity_agents.integrations.langchain import RCAEmbeddings
 from rag_complexity_agents.integrations.neighbours import OnDemandGraph
-from rag_complexity_agents.retrieval.sunar import SunarRetriever
 
 QUESTIONS = [
     "Who directed The Shape of Water?",
@@ -37,8 +36,8 @@ def demo_documents(n: int) -> list[Document]:
 def same_rankings(built: object, on_demand: object) -> None:
     """Same NAR rankings from both components, and same neighbour lists for every doc seen."""
     for question in QUESTIONS:
-        a = SunarRetriever.from_components(built, with_asu=False)  # type: ignore[arg-type]
-        b = SunarRetriever.from_components(on_demand, with_asu=False)  # type: ignore[arg-type]
+        a = built.sunar_retriever(with_asu=False)
+        b = on_demand.sunar_retriever(with_asu=False)
         assert [d.id for d in a.retrieve(question, 5)] == [d.id for d in b.retrieve(question, 5)]
     graph = on_demand.store.graph  # type: ignore[attr-defined]
     assert isinstance(graph, OnDemandGraph) and graph.counts["store"] > 0
@@ -72,7 +71,7 @@ def test_in_memory_store_on_demand_matches_the_built_graph(config: Config, tmp_p
     again = from_langchain(
         store, config=config, neighbours="on_demand", neighbour_cache=cache, cache_key="demo"
     )
-    retriever = SunarRetriever.from_components(again, with_asu=False)
+    retriever = again.sunar_retriever(with_asu=False)
     retriever.retrieve(QUESTIONS[0], 5)
     graph = again.store.graph
     assert graph.counts["disk"] > 0 and graph.counts["store"] == 0
@@ -83,7 +82,7 @@ def test_in_memory_store_on_demand_matches_the_built_graph(config: Config, tmp_p
     grown = from_langchain(
         store, config=config, neighbours="on_demand", neighbour_cache=cache, cache_key="demo"
     )
-    SunarRetriever.from_components(grown, with_asu=False).retrieve(QUESTIONS[0], 5)
+    grown.sunar_retriever(with_asu=False).retrieve(QUESTIONS[0], 5)
     assert grown.store.graph.counts["disk"] == 0 and grown.store.graph.counts["store"] > 0
     grown.store.graph.close()
 
