@@ -354,11 +354,102 @@ for name, data in results.items():
     ),
 ]
 
+DROP_IN = [
+    (
+        "md",
+        "# Drop-in: upgrade an LCEL app to Self-Ask + SUNAR + MER\n\n"
+        "An existing RAG app: a vector store with its embeddings, a retriever, a prompt and a "
+        "chat model, chained with LCEL. Changing three lines turns it into a Self-Ask loop over "
+        "SUNAR retrieval (neighbourhood-aware re-ranking with answer-uncertainty re-scoring) "
+        "finished by the Meta Evidence Reasoner. The objects stay the app's own: here the "
+        "packaged SmolLM2 chat model and MiniLM embeddings stand in for e.g. `ChatOllama` and "
+        "`OllamaEmbeddings`.",
+    ),
+    (
+        "code",
+        """\
+import json, os
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+from langchain_core.documents import Document
+from langchain_core.vectorstores import InMemoryVectorStore
+from rag_complexity_agents.config import ModelsConfig
+from rag_complexity_agents.corpus.demo import DEMO_CORPUS
+from rag_complexity_agents.integrations.langchain import RCAEmbeddings
+from rag_complexity_agents.models.chat import load_chat_model
+
+# the app's objects (any BaseChatModel, any Embeddings, any VectorStore)
+models = ModelsConfig(max_tokens=32, n_threads=1)
+chat = load_chat_model("llamacpp:smollm2-135m", models, models.home)
+embeddings = RCAEmbeddings()
+rows = [json.loads(line) for line in DEMO_CORPUS.read_text().splitlines()][:60]
+vectorstore = InMemoryVectorStore(embeddings)
+vectorstore.add_documents(
+    [Document(page_content=r["text"], metadata={"title": r["title"]}) for r in rows]
+)
+print(f"vector store: {len(vectorstore.store)} documents")
+""",
+    ),
+    ("md", "## The app as it was"),
+    (
+        "code",
+        """\
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.runnables import RunnablePassthrough
+
+question = "Where was the director of Spirited Away born?"
+retriever = vectorstore.as_retriever(search_kwargs={"k": 3})
+prompt = ChatPromptTemplate.from_messages([
+    ("system", "Answer the question in a few words using the passages."),
+    ("human", "Passages:\\n{context}\\n\\nQuestion: {question}"),
+])
+def passages(docs):
+    return "\\n".join(d.page_content[:300] for d in docs)
+
+app = {"context": retriever | passages, "question": RunnablePassthrough()} | prompt | chat | StrOutputParser()
+print("before:", app.invoke(question))
+""",
+    ),
+    (
+        "md",
+        "## The upgrade: three changed lines\n\n"
+        "`create_rag_agent` takes the same chat model, embeddings and vector store and returns "
+        "a compiled LangGraph graph, itself a runnable. The knobs (b, c, m, max_steps) are kept "
+        "small for a CPU.",
+    ),
+    (
+        "code",
+        """\
+from rag_complexity_agents import create_rag_agent
+agent = create_rag_agent(chat, embeddings=embeddings, vectorstore=vectorstore, b=2, c=4, m=2, max_steps=2)
+app = {"question": RunnablePassthrough()} | agent | (lambda state: state["answer"])
+print("upgraded:", app.invoke(question))
+""",
+    ),
+    ("md", "## What the loop did"),
+    (
+        "code",
+        """\
+state = agent.invoke({"question": question})
+trace = state["trace"]
+for sub_question, answer in trace["reasoning_path"]:
+    print("sub-question:", sub_question, "->", answer)
+print("MER:", (trace["mer"] or {}).get("answer"))
+print("answer:", state["answer"], "| LLM calls:", trace["llm_calls"])
+for note in trace["notes"]:
+    print("note:", note)
+""",
+    ),
+]
+
 NOTEBOOKS = {
     "01_quickstart.ipynb": QUICKSTART,
     "02_langchain_app.ipynb": LANGCHAIN,
     "03_llamaindex_app.ipynb": LLAMAINDEX,
     "04_benchmarks.ipynb": BENCHMARKS,
+    "05_drop_in.ipynb": DROP_IN,
 }
 
 

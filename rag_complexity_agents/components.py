@@ -4,13 +4,13 @@ models) built from one Config, lazily, and the SUNAR retriever and ASU hook buil
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .config import Config, NARParams
 from .corpus.store import CorpusStore
-from .errors import CorpusError
-from .models.base import Equivalence, Scorer
-from .models.embeddings import SentenceTransformerEmbedder, load_embedder
+from .errors import ConfigError, CorpusError
+from .models.base import Embedder, Equivalence, Scorer
+from .models.embeddings import SentenceTransformerEmbedder, as_embedder, load_embedder
 from .retrieval.first_stage import FirstStage, make_first_stage
 from .retrieval.nar import BatchHook
 from .retrieval.sunar import MissingGraph, NeighbourGraph, ScoreFn, SunarRetriever
@@ -21,21 +21,77 @@ if TYPE_CHECKING:
     from .retrieval.asu import AnswerSemanticUncertainty
 
 
-class Components:
-    """Everything a strategy needs, created on first use and shared afterwards."""
+INJECTABLE = ("chat", "embedder", "scorer", "equivalence", "first_stage")
+"""The components a caller may hand in instead of having them built from the config."""
 
-    def __init__(self, config: Config | None = None) -> None:
+
+class Components:
+    """Everything a strategy needs, created on first use and shared afterwards.
+
+    Objects passed to the constructor (or :meth:`inject`) are used instead of the ones the
+    config's specs name: ``chat`` any LangChain ``BaseChatModel``; ``embedder`` an
+    :class:`~.models.base.Embedder`, a LangChain ``Embeddings`` or a LlamaIndex
+    ``BaseEmbedding``; ``scorer`` a :class:`~.models.base.Scorer`; ``equivalence`` an
+    :class:`~.models.base.Equivalence`; ``first_stage`` a
+    :class:`~.retrieval.first_stage.FirstStage`. A collection keeps the embedder it was
+    indexed with (``models.embedding``) for its own vectors and the bi-encoder scorer.
+    """
+
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        chat: BaseChatModel | None = None,
+        embedder: Any = None,
+        scorer: Scorer | None = None,
+        equivalence: Equivalence | None = None,
+        first_stage: FirstStage | None = None,
+    ) -> None:
         self.config = config or Config()
+        self.injected: frozenset[str] = frozenset()
+        self.inject(
+            chat=chat,
+            embedder=embedder,
+            scorer=scorer,
+            equivalence=equivalence,
+            first_stage=first_stage,
+        )
+
+    def inject(self, **objects: Any) -> None:
+        """Use the given objects (names from :data:`INJECTABLE`; None leaves one as it is)
+        instead of building them from the config."""
+        unknown = set(objects) - set(INJECTABLE)
+        if unknown:
+            raise ConfigError(
+                f"cannot inject {', '.join(sorted(unknown))}; injectable: {', '.join(INJECTABLE)}"
+            )
+        given = {name: obj for name, obj in objects.items() if obj is not None}
+        if "embedder" in given:
+            given["embedder"] = as_embedder(given["embedder"])
+        vars(self).update(given)
+        self.injected = self.injected | set(given)
 
     @cached_property
     def store(self) -> CorpusStore:
         return CorpusStore.open(self.config.collection, self.config)
 
     @cached_property
-    def embedder(self) -> SentenceTransformerEmbedder:
+    def embedder(self) -> Embedder:
         return load_embedder(
             self.config.models.embedding, batch_size=self.config.models.embed_batch_size
         )
+
+    def local_embedder(self) -> SentenceTransformerEmbedder:
+        """The embedder as a sentence-transformers model, for the features that read its
+        tokenizer (RRCP's token relevance, GRADE's chunking); ConfigError for an injected
+        embedding object."""
+        embedder = self.embedder
+        if not isinstance(embedder, SentenceTransformerEmbedder):
+            raise ConfigError(
+                "this feature needs a sentence-transformers embedder (models.embedding), not "
+                f"the injected {type(embedder).__name__}"
+            )
+        return embedder
 
     @cached_property
     def first_stage(self) -> FirstStage:
@@ -160,4 +216,4 @@ def sunar_retriever(
     )
 
 
-__all__ = ["Components", "sunar_retriever"]
+__all__ = ["INJECTABLE", "Components", "sunar_retriever"]

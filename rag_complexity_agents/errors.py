@@ -33,3 +33,8 @@ class CorpusError(RCAError):
 
 class InputError(RCAError):
     """A question or other user input is unusable (empty, too long, garbled)."""
+
+
+class MissingDependency(RCAError):
+    """An optional library (torch, transformers, sentence-transformers, llama.cpp) that a
+    feature needs is not installed."""

@@ -25,6 +25,7 @@ def test_notebooks_exist_and_have_no_outputs() -> None:
         "02_langchain_app.ipynb",
         "03_llamaindex_app.ipynb",
         "04_benchmarks.ipynb",
+        "05_drop_in.ipynb",
     ]
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)
@@ -62,9 +63,11 @@ def test_notebook_executes(
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
-    if path.name != "04_benchmarks.ipynb":
+    if path.name not in ("04_benchmarks.ipynb", "05_drop_in.ipynb"):
         assert "collection 'demo'" in text
     if path.name == "01_quickstart.ipynb":
         assert "answer:" in text and "sub-question:" in text and "MER:" in text
     if path.name == "04_benchmarks.ipynb":
         assert "rows plotted" in text
+    if path.name == "05_drop_in.ipynb":
+        assert "before:" in text and "upgraded:" in text and "sub-question:" in text

@@ -14,6 +14,7 @@ from .prompts import single_step as single_step_prompt
 from .single_step import extract_short_answer
 from .state import AgentState, doc_from_record, doc_record, merge_steps, without_text
 from .steps import Update, copied_exemplar, costs, reasoning_path, step_docs, steps_of, sub_question
+from .structured import ShortAnswer, ask_step
 
 UNKNOWN_ANSWER = "unknown"
 MER_SHORT_WORDS = 8
@@ -22,9 +23,12 @@ _CLOSING_CLAUSE = re.compile(
 )
 
 
-def answer_from_evidence(ctx: AgentContext, state: AgentState, step: int) -> tuple[ChatReply, str]:
-    """(reply, short answer) for the sub-question of ``step`` from its top passages: the
-    single-step prompt, or the no-retrieval prompt without evidence."""
+def answer_from_evidence(
+    ctx: AgentContext, state: AgentState, step: int
+) -> tuple[ChatReply, str, Update]:
+    """(reply, short answer, state update with the calls' costs) for the sub-question of
+    ``step`` from its top passages: the single-step prompt, or the no-retrieval prompt without
+    evidence; a :class:`~.structured.ShortAnswer` when the model gives structured output."""
     sub = sub_question(state, step) or state.get("pending_query", state["question"])
     docs = [doc_from_record(d) for d in step_docs(state, step)[: ctx.config.answer.passages]]
     if docs:
@@ -42,16 +46,23 @@ def answer_from_evidence(ctx: AgentContext, state: AgentState, step: int) -> tup
             ("system", no_retrieval.SYSTEM),
             ("human", no_retrieval.user_message(sub)),
         ]
-    reply = call_chat(ctx.chat, messages, max_tokens=ctx.agents.answer_max_tokens, stop=["\n\n"])
-    return reply, extract_short_answer(reply.text)
+    obj, reply, update = ask_step(
+        ctx,
+        state,
+        messages,
+        max_tokens=ctx.agents.answer_max_tokens,
+        stop=["\n\n"],
+        schema=ShortAnswer,
+    )
+    return reply, extract_short_answer(obj.answer if obj is not None else reply.text), update
 
 
 def answer_sub(state: AgentState, ctx: AgentContext) -> Update:
     """Answer the pending step's sub-question from its accepted evidence (Self-Ask)."""
     step = int(state.get("pending_step", 0))
-    reply, answer = answer_from_evidence(ctx, state, step)
+    _, answer, update = answer_from_evidence(ctx, state, step)
     steps = merge_steps(steps_of(state), [{"index": step, "answer": answer}])
-    return {"steps": steps, **costs(state, reply)}
+    return {"steps": steps, **update}
 
 
 def mer_node(state: AgentState, ctx: AgentContext) -> Update:

@@ -18,7 +18,7 @@ from .ircot import seed
 from .parsers import CoTParse, parse_cot
 from .prompts import cot as cot_prompt
 from .state import AgentState, doc_from_record, merge_steps
-from .steps import Update, copied_exemplar, costs, step_docs, steps_of
+from .steps import Update, copied_exemplar, step_docs, steps_of
 from .wiring import Loop, LoopBuilder, NodeFn, Think
 
 COT_EXAMPLE_ANSWERS = cot_prompt.exemplar_answers()
@@ -29,13 +29,13 @@ def answer(state: AgentState, ctx: AgentContext) -> Update:
     steps = steps_of(state) or [
         {"index": 0, "kind": "question", "sub_question": state["question"], "answer": ""}
     ]
-    reply, text = answer_from_evidence(ctx, {**state, "steps": steps}, 0)
+    reply, text, update = answer_from_evidence(ctx, {**state, "steps": steps}, 0)
     return {
         "steps": merge_steps(steps, [{"index": 0, "answer": text, "raw": reply.text}]),
         "loop_answer": text,
         "answer_source": "loop",
         "stop_reason": "single_pass",
-        **costs(state, reply),
+        **update,
     }
 
 

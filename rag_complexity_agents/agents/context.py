@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
     from ..retrieval.sunar import SunarRetriever
+    from .structured import StructuredOutput
 
 RETRIEVAL_STRATEGIES = ("none", "first_stage", "rerank", "nar", "sunar")
 NAR_STRATEGIES = ("rerank", "nar", "sunar")
@@ -80,9 +81,10 @@ _STORE_KEYS = ("collection", "corpus", "graph", "models.embedding", "models.embe
 
 def derive_components(base: Components, config: Config) -> Components:
     """Components for ``config`` that reuse whatever of ``base`` the changes do not affect
-    (a subclass such as the harness's ``EvalComponents`` keeps its class). A chat model the
-    caller handed in is kept when only generation knobs such as threads or temperature
-    change."""
+    (a subclass such as the harness's ``EvalComponents`` keeps its class). Injected objects
+    (:attr:`Components.injected`) win over the config's specs and are always kept, except a
+    chat model when the run names another one (``models.chat``); a chat model the caller
+    handed in is kept when only generation knobs such as threads or temperature change."""
     if base.config == config:
         return base
     derived = copy.copy(base)
@@ -103,7 +105,7 @@ def derive_components(base: Components, config: Config) -> Components:
         and _same(old, config, "models.equivalence", "models.embedding_cosine_threshold"),
     }
     for name, keep in rules.items():
-        if not keep:
+        if not keep and (name not in base.injected or name == "chat"):
             vars(derived).pop(name, None)
     return derived
 
@@ -163,6 +165,7 @@ class AgentContext:
     _retrievers: dict[tuple[str, int], SunarRetriever] = field(default_factory=dict)
     _locks: dict[tuple[str, int], threading.Lock] = field(default_factory=dict)
     _asu: MemoisedBatchHook | None = None
+    _structured: StructuredOutput | None = None
     _guard: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -180,6 +183,16 @@ class AgentContext:
     @property
     def chat(self) -> BaseChatModel:
         return self.parts.chat
+
+    @property
+    def structured(self) -> StructuredOutput:
+        """Whether this context's loop steps ask the chat model for structured output."""
+        with self._guard:
+            if self._structured is None:
+                from .structured import StructuredOutput
+
+                self._structured = StructuredOutput(self.chat, self.agents.structured_output)
+            return self._structured
 
     @property
     def keep_k(self) -> int:

@@ -28,7 +28,7 @@ from .context import AgentContext
 from .parsers import SearChainParse, parse_searchain
 from .prompts import searchain as prompt
 from .state import AgentState, ChainNodeState, merge_steps
-from .steps import Update, ask, copied_exemplar, costs, same_query, step_limit, steps_of
+from .steps import Update, ask, copied_exemplar, same_query, step_limit, steps_of
 from .wiring import Loop, LoopBuilder, Think, has_answer
 
 LOOP = "searchain"
@@ -132,8 +132,7 @@ def check(state: AgentState, ctx: AgentContext) -> Update:
     chain: list[ChainNodeState] = [ChainNodeState(**n) for n in state.get("chain") or []]
     position = next(i for i, n in enumerate(chain) if n.get("step") == index)
     node = chain[position]
-    reply, found = answer_from_evidence(ctx, state, index)
-    update = costs(state, reply)
+    _, found, update = answer_from_evidence(ctx, state, index)
     claimed = node.get("answer") or ""
     replan = False
     if node.get("unsolved") or not claimed:

@@ -23,10 +23,11 @@ from __future__ import annotations
 from ..models.calls import ChatReply
 from .answer import answer_sub
 from .context import AgentContext
-from .parsers import SelfAskParse, parse_self_ask
+from .parsers import SelfAskParse, clean_answer, clean_query, parse_self_ask
 from .prompts import self_ask as prompt
 from .state import AgentState
 from .steps import Update, ask, copied_exemplar, same_query, steps_of
+from .structured import SelfAskMove
 from .wiring import Loop, LoopBuilder, Think, has_answer
 
 LOOP = "self_ask"
@@ -86,6 +87,15 @@ def _decide(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: Self
     return update
 
 
+def _from_move(move: SelfAskMove) -> SelfAskParse:
+    """A structured Self-Ask line as the parser's result (empty text: no move)."""
+    if move.kind == "follow_up" and (query := clean_query(move.text)):
+        return SelfAskParse("follow_up", follow_up=query)
+    if move.kind == "final" and (answer := clean_answer(move.text)):
+        return SelfAskParse("final", answer=answer)
+    return SelfAskParse("none")
+
+
 def _final_line(state: AgentState, ctx: AgentContext) -> list[tuple[str, str]]:
     return prompt.messages(
         state["question"], _path(state), exemplars=ctx.agents.exemplars, force_final=True
@@ -110,7 +120,14 @@ SELF_ASK = Loop(
     description="Self-Ask",
     entry="decompose",
     nodes={
-        "decompose": Think(_next_line, parse_self_ask, _decide, stop=prompt.STOP),
+        "decompose": Think(
+            _next_line,
+            parse_self_ask,
+            _decide,
+            stop=prompt.STOP,
+            schema=SelfAskMove,
+            convert=_from_move,
+        ),
         "answer_sub": answer_sub,
         "conclude": Think(
             _final_line,
@@ -120,6 +137,8 @@ SELF_ASK = Loop(
             max_tokens=lambda ctx: ctx.agents.answer_max_tokens,
             limit=None,
             skip=has_answer,
+            schema=SelfAskMove,
+            convert=_from_move,
         ),
     },
     accept="answer_sub",

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 from langgraph.managed import RemainingSteps
+from pydantic import Field
+from typing_extensions import TypedDict as TypedDictX  # pydantic's JSON schema needs it (3.11)
 
 from ..types import Chunk, ScoredDoc
 
@@ -162,6 +164,8 @@ class AgentState(TypedDict, total=False):
     mer: dict[str, Any]
     answer: str
     trace: dict[str, Any]
+    # what the chat model cannot do and how the run made up for it
+    notes: list[str]
     # costs
     llm_calls: int
     asu_samples: int
@@ -172,27 +176,56 @@ class AgentState(TypedDict, total=False):
     remaining_steps: RemainingSteps
 
 
-class RunOptions(TypedDict, total=False):
-    """Per-run knobs (``config["configurable"]`` or the run context); all optional.
+class RunOptions(TypedDictX, total=False):
+    """Per-run knobs (``config["configurable"]`` or the run context); all optional. The graph's
+    context schema: LangGraph Studio shows each field, with its description, as a form field.
 
     ``retrieval`` / ``mer`` pick the retrieval-node strategy and whether MER runs; ``b``,
     ``c``, ``m``, ``l`` are SUNAR's symbols; ``overrides`` takes any dotted config key.
     """
 
-    retrieval: RetrievalName
-    mer: bool
-    chat_model: str
-    collection: str
-    b: int
-    c: int
-    m: int
-    l: int  # noqa: E741 - the paper's symbol
-    max_steps: int
-    passages: int
-    temperature: float
-    seed: int
-    profile: Literal["cpu", "paper"]
-    overrides: dict[str, Any]
+    retrieval: Annotated[
+        RetrievalName,
+        Field(
+            description="Retrieval node: none, first_stage, rerank (scorer over the first "
+            "stage), nar (neighbourhood-aware re-ranking) or sunar (NAR + answer-uncertainty "
+            "re-scoring)."
+        ),
+    ]
+    mer: Annotated[
+        bool, Field(description="Finish with the Meta Evidence Reasoner over all evidence.")
+    ]
+    chat_model: Annotated[
+        str,
+        Field(
+            description="Chat model spec for this run: 'auto', 'llamacpp:<name|path.gguf>' or "
+            "'ollama:<model>' (replaces a chat model passed in)."
+        ),
+    ]
+    collection: Annotated[str, Field(description="Collection to retrieve from (rca index).")]
+    b: Annotated[int, Field(ge=1, description="NAR batch size b: documents scored per batch.")]
+    c: Annotated[int, Field(ge=0, description="NAR budget c: documents scored per query.")]
+    m: Annotated[int, Field(ge=1, description="ASU: answers sampled per NAR batch.")]
+    l: Annotated[  # noqa: E741 - the paper's symbol
+        int, Field(ge=1, description="MER: top-l evidences across sub-questions.")
+    ]
+    max_steps: Annotated[
+        int, Field(ge=1, description="Loop steps (sub-questions, actions, sentences) at most.")
+    ]
+    passages: Annotated[int, Field(ge=1, description="Evidence passages per answering prompt (k).")]
+    temperature: Annotated[float, Field(ge=0.0, le=2.0, description="Chat model temperature.")]
+    seed: Annotated[int, Field(description="Chat model seed.")]
+    profile: Annotated[
+        Literal["cpu", "paper"],
+        Field(
+            description="'cpu' shrinks the paper-sized knobs nobody set (b=2, c=8, m=3, l=4); "
+            "'paper' keeps the paper's defaults."
+        ),
+    ]
+    overrides: Annotated[
+        dict[str, Any],
+        Field(description="Any other knob as a dotted config key, e.g. {'nar.pool': 'own'}."),
+    ]
 
 
 OPTION_KEYS: dict[str, str] = {

@@ -65,6 +65,7 @@ def build_trace(state: Mapping[str, Any], *, passages: int | None = None) -> dic
             "loop_answer": state.get("loop_answer", ""),
             "stop_reason": state.get("stop_reason") or "unfinished",
             "format_errors": state.get("format_errors", 0),
+            "notes": list(state.get("notes") or []),
             "steps": steps,
             "sub_questions": [s.get("sub_question") for s in steps if s.get("sub_question")],
             "reasoning_path": [list(p) for p in reasoning_path(state)],  # type: ignore[arg-type]

@@ -20,16 +20,18 @@ from typing import Any, Generic, TypeVar
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from pydantic import BaseModel
 
 from ..components import Components
 from ..config import Config
-from ..models.calls import ChatReply, call_chat
+from ..models.calls import ChatReply
 from ..text import validate_question
 from .answer import final_answer, mer_node
 from .context import AgentContext, ResourceProvider, check_strategy
 from .retrieve import after_retrieve, explore, requery, retrieve
 from .state import AgentState, InputState, RunOptions
-from .steps import Update, costs, step_limit
+from .steps import Update, step_limit
+from .structured import ask_step, model_notes
 from .trace import build_trace
 
 Graph = CompiledStateGraph[Any, Any, Any, Any]
@@ -48,7 +50,11 @@ def _step_tokens(ctx: AgentContext) -> int:
 class Think(Generic[P]):
     """A node that asks the chat model for the loop's next move: unless ``skip`` holds, stop
     at ``limit`` (→ conclude), else call the chat model with ``messages``, count the call,
-    ``parse`` the reply and let the loop's ``step`` turn it into state changes."""
+    ``parse`` the reply and let the loop's ``step`` turn it into state changes.
+
+    With a ``schema`` (and ``convert`` from a schema object to the parse result) the step
+    asks for structured output first when the model supports it
+    (:mod:`~.structured`); the text reply and ``parse`` are the fallback."""
 
     messages: Callable[[AgentState, AgentContext], Messages]
     parse: Callable[[str], P]
@@ -57,16 +63,24 @@ class Think(Generic[P]):
     max_tokens: Callable[[AgentContext], int] = _step_tokens
     limit: Callable[[AgentState, AgentContext], str | None] | None = step_limit
     skip: Callable[[AgentState], bool] | None = None
+    schema: type[BaseModel] | None = None
+    convert: Callable[[Any], P] | None = None
 
     def __call__(self, state: AgentState, ctx: AgentContext) -> Update:
         if self.skip is not None and self.skip(state):
             return {}
         if self.limit is not None and (reason := self.limit(state, ctx)):
             return {"stop_reason": reason, "next_node": "conclude"}
-        reply = call_chat(
-            ctx.chat, self.messages(state, ctx), max_tokens=self.max_tokens(ctx), stop=self.stop
+        obj, reply, update = ask_step(
+            ctx,
+            state,
+            self.messages(state, ctx),
+            max_tokens=self.max_tokens(ctx),
+            stop=self.stop,
+            schema=self.schema if self.convert is not None else None,
         )
-        return {**costs(state, reply), **self.step(state, ctx, reply, self.parse(reply.text))}
+        parsed = self.convert(obj) if obj is not None and self.convert else self.parse(reply.text)
+        return {**update, **self.step(state, ctx, reply, parsed)}
 
 
 def has_answer(state: AgentState) -> bool:
@@ -144,6 +158,7 @@ def start_node(loop: str, name: str) -> NodeFn:
             "mer": {},
             "answer": "",
             "trace": {},
+            "notes": model_notes(ctx),
             "llm_calls": 0,
             "asu_samples": 0,
             "retrieval_calls": 0,

@@ -408,7 +408,9 @@ class RetrievalComplexity:
         evaluator = load_answer_evaluator(
             section.evaluator, components=parts, passage_chars=section.passage_chars
         )
-        relevance = MaxSimTokenRelevance(parts.embedder, temperature=section.relevance_temperature)
+        relevance = MaxSimTokenRelevance(
+            parts.local_embedder(), temperature=section.relevance_temperature
+        )
         return cls(
             parts.first_stage,
             evaluator,

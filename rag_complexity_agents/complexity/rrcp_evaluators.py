@@ -47,6 +47,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError, ModelNotAvailable
 from ..models.calls import call_chat, parse_yes_no, reply_text
+from ..optional import require
 from ..text import STOPWORDS, normalize_answer
 
 if TYPE_CHECKING:
@@ -226,10 +227,9 @@ class CrossEncoderAnswerEvaluator:
     @cached_property
     def model(self) -> Any:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from sentence_transformers import CrossEncoder
-
+        st = require("sentence_transformers", "the cross-encoder evaluator")
         try:
-            return CrossEncoder(str(self.path), device="cpu", local_files_only=True)
+            return st.CrossEncoder(str(self.path), device="cpu", local_files_only=True)
         except Exception as exc:  # the library raises many types for a bad directory
             raise ModelNotAvailable(
                 f"could not load the cross-encoder at {self.path}: {exc}"

@@ -289,6 +289,12 @@ class AgentsConfig(BaseModel):
         description="How to re-query: 'expand' adds the original question's words, 'llm' asks "
         "the chat model for a new search query.",
     )
+    structured_output: Literal["auto", "off"] = Field(
+        "auto",
+        description="'auto': Self-Ask steps and sub-answers ask the chat model for a typed "
+        "object when its class implements with_structured_output / bind_tools (JSON schema or "
+        "tool calling), falling back to text + parse-and-repair; 'off': always text.",
+    )
     profile: Literal["cpu", "paper"] = Field(
         "cpu",
         description="'cpu' gives the paper-sized knobs nobody set (TOML, environment, flags) "

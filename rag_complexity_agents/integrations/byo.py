@@ -87,18 +87,34 @@ def make_chunk(
 # --------------------------------------------------------------------------------------------
 
 
+def numpy_topk(matrix: np.ndarray, k: int, *, block: int = 512) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-k rows by dot product (self excluded) of every row of a small matrix, with
+    numpy only (no torch: the lean install): int32 neighbour rows and float32 similarities,
+    ``n × min(k, n-1)``, ordered by (similarity desc, row asc)."""
+    n = matrix.shape[0]
+    k = max(0, min(k, n - 1))
+    cols = np.empty((n, k), dtype=np.int32)
+    sims = np.empty((n, k), dtype=np.float32)
+    for start in range(0, n, block):
+        stop = min(n, start + block)
+        values = matrix[start:stop] @ matrix.T
+        values[np.arange(stop - start), np.arange(start, stop)] = -np.inf
+        order = np.argsort(-values, axis=1, kind="stable")[:, :k]
+        cols[start:stop] = order
+        sims[start:stop] = np.take_along_axis(values, order, axis=1)
+    return cols, sims
+
+
 class InMemoryNeighbourGraph:
     """Exact top-k cosine neighbours of a few thousand documents, kept in memory."""
 
     def __init__(self, ids: Sequence[str], vectors: np.ndarray, k: int) -> None:
-        from ..corpus.graph import exact_topk
-
         self.ids = list(ids)
         self.row_of = {doc_id: row for row, doc_id in enumerate(self.ids)}
         matrix: np.ndarray = np.asarray(vectors, dtype=np.float32)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         matrix = matrix / np.where(norms == 0, 1.0, norms)
-        self.cols, self.sims = exact_topk(matrix, k)
+        self.cols, self.sims = numpy_topk(matrix, k)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -256,9 +272,12 @@ def _config(config: Config | None, profile: str | None) -> Config:
     return apply_profile(config or Config(), profile)
 
 
-def _embedder(config: Config) -> Any:
-    from ..models.embeddings import load_embedder
+def _embedder(config: Config, embeddings: Any = None) -> Any:
+    """The user's embedding object as an Embedder, else the one ``models.embedding`` names."""
+    from ..models.embeddings import as_embedder, load_embedder
 
+    if embeddings is not None:
+        return as_embedder(embeddings)
     return load_embedder(config.models.embedding, batch_size=config.models.embed_batch_size)
 
 
@@ -273,17 +292,20 @@ def _build(
     name: str,
     source: NeighbourSource | None = None,
     neighbour_cache: str | Path | None = None,
+    embeddings: Any = None,
 ) -> ByoComponents:
-    """Components over ``search``; the graph over ``listed``, or on demand from ``source``."""
+    """Components over ``search``; the graph over ``listed``, or on demand from ``source``;
+    ``embeddings`` (the user's) replace ``models.embedding``."""
     cfg = _config(config, profile)
+    embedder = _embedder(cfg, embeddings)
     if source is not None:
         size = source.size()
         corpus = ExternalCorpus(
-            [], embedder=_embedder(cfg), graph_k=cfg.graph.k, name=name, size=size or UNKNOWN_SIZE
+            [], embedder=embedder, graph_k=cfg.graph.k, name=name, size=size or UNKNOWN_SIZE
         )
         cache = neighbour_cache or Path(cfg.corpus.home) / "neighbours.sqlite"
         corpus.use_on_demand(source, cache)
-        return ByoComponents(cfg, corpus, ExternalFirstStage(search, corpus, name=name))
+        return _parts(cfg, corpus, search, name, injected=embeddings is not None)
     if not listed:
         raise CorpusError(
             f"cannot list the documents of {name}; pass documents= (LangChain) or nodes= "
@@ -291,12 +313,21 @@ def _build(
         )
     corpus = ExternalCorpus(
         listed,
-        embedder=_embedder(cfg),
+        embedder=embedder,
         graph_k=cfg.graph.k,
         store_vectors=vectors if use_store_vectors else None,
         name=name,
     )
-    return ByoComponents(cfg, corpus, ExternalFirstStage(search, corpus, name=name))
+    return _parts(cfg, corpus, search, name, injected=embeddings is not None)
+
+
+def _parts(
+    cfg: Config, corpus: ExternalCorpus, search: SearchFn, name: str, *, injected: bool
+) -> ByoComponents:
+    parts = ByoComponents(cfg, corpus, ExternalFirstStage(search, corpus, name=name))
+    if injected:  # the user's embeddings serve the equivalence etc. too
+        parts.inject(embedder=corpus.embedder)
+    return parts
 
 
 # --------------------------------------------------------------------------------------------
@@ -404,6 +435,7 @@ def from_langchain(
     neighbours: NeighbourMode = "graph",
     neighbour_cache: str | Path | None = None,
     cache_key: str | None = None,
+    embeddings: Any = None,
 ) -> ByoComponents:
     """Components whose first stage is a LangChain ``VectorStore`` or ``BaseRetriever``.
 
@@ -413,7 +445,8 @@ def from_langchain(
     them). ``neighbours="on_demand"`` asks the store for neighbours instead of building the
     graph (a ``VectorStore`` or its retriever); they persist in ``neighbour_cache`` under the
     store's identity (a Chroma collection's id, else ``cache_key``; without either they are
-    kept in memory only).
+    kept in memory only). ``embeddings`` (e.g. the store's own LangChain ``Embeddings``)
+    score documents and build the graph instead of ``models.embedding``.
     """
     if neighbours == "on_demand":
         return _build(
@@ -426,6 +459,7 @@ def from_langchain(
             name=f"langchain:{type(source).__name__}",
             source=langchain_neighbour_source(source, cache_key),
             neighbour_cache=neighbour_cache,
+            embeddings=embeddings,
         )
     if documents is not None:
         listed, vectors = [chunk_from_langchain(d) for d in documents], None
@@ -439,6 +473,7 @@ def from_langchain(
         profile=profile,
         use_store_vectors=use_store_vectors,
         name=f"langchain:{type(source).__name__}",
+        embeddings=embeddings,
     )
 
 
@@ -507,12 +542,14 @@ def from_llamaindex(
     neighbours: NeighbourMode = "graph",
     neighbour_cache: str | Path | None = None,
     cache_key: str | None = None,
+    embeddings: Any = None,
 ) -> ByoComponents:
     """Components whose first stage is a LlamaIndex retriever or index (e.g.
     ``VectorStoreIndex``). ``nodes`` are all its nodes; without them they are read from the
     index's docstore. ``neighbours="on_demand"`` (an index only) asks its vector store for
     neighbours instead of building the graph; ``neighbour_cache``/``cache_key`` as in
-    :func:`from_langchain`."""
+    :func:`from_langchain`. ``embeddings`` (a LlamaIndex ``BaseEmbedding`` such as the
+    index's ``embed_model``, or a LangChain ``Embeddings``) replace ``models.embedding``."""
     if neighbours == "on_demand":
         if not hasattr(source, "vector_store"):
             raise InputError(
@@ -528,6 +565,7 @@ def from_llamaindex(
             name=f"llamaindex:{type(source).__name__}",
             source=LlamaIndexSource(source, chunk_from_llamaindex, key=cache_key),
             neighbour_cache=neighbour_cache,
+            embeddings=embeddings,
         )
     if nodes is not None:
         listed, vectors = [chunk_from_llamaindex(n) for n in nodes], None
@@ -541,6 +579,7 @@ def from_llamaindex(
         profile=profile,
         use_store_vectors=use_store_vectors,
         name=f"llamaindex:{type(source).__name__}",
+        embeddings=embeddings,
     )
 
 
@@ -558,4 +597,5 @@ __all__ = [
     "langchain_search",
     "llamaindex_search",
     "make_chunk",
+    "numpy_topk",
 ]

@@ -57,12 +57,21 @@ def make_components(
     collection: str | None = None,
     components: Components | None = None,
     profile: str | None = "cpu",
+    **objects: Any,
 ) -> Components:
     """Components for ``config`` (default ``Config()``) with ``collection`` set and the
     ``cpu`` profile applied to knobs still at their paper defaults (``profile="paper"``
-    keeps them). Given ``components`` are used as they are."""
+    keeps them). Given ``components`` are used as they are. ``objects`` are the user's
+    objects and knobs of :func:`~rag_complexity_agents.api.rag_components` (``llm``,
+    ``embeddings``, ``vectorstore``, ``retriever``, ``index``, ``documents``, ``scorer``,
+    ``equivalence``, ``b``, ``c``, ``m``, …); None values are ignored."""
     if components is not None:
         return components
+    objects = {name: value for name, value in objects.items() if value is not None}
+    if objects:
+        from ..api import rag_components
+
+        return rag_components(config=config, collection=collection, profile=profile, **objects)
     from ..profiles import apply_profile
 
     cfg = config or Config()

@@ -21,7 +21,7 @@ ranked; a query with no first-stage hit returns ``[]``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from langchain_core.callbacks import (
@@ -77,6 +77,50 @@ class SunarLangChainRetriever(BaseRetriever):
     components: Components | None = Field(default=None, exclude=True)
     last_trace: dict[str, Any] = Field(default_factory=dict, exclude=True)
     _adapter: RetrievalAdapter | None = PrivateAttr(default=None)
+
+    @classmethod
+    def from_defaults(
+        cls,
+        config: Config | None = None,
+        *,
+        llm: Any = None,
+        embeddings: Any = None,
+        vectorstore: Any = None,
+        retriever: Any = None,
+        index: Any = None,
+        documents: Sequence[Any] | None = None,
+        collection: str | None = None,
+        k: int = 4,
+        strategy: str = "sunar",
+        profile: str | None = "cpu",
+        scorer: Any = None,
+        equivalence: Any = None,
+        b: int | None = None,
+        c: int | None = None,
+        m: int | None = None,
+    ) -> SunarLangChainRetriever:
+        """The retriever over your objects, built like
+        :func:`~rag_complexity_agents.api.create_rag_agent`: ``llm`` (ASU samples its
+        answers), ``embeddings``, and the first stage as ``vectorstore`` / ``retriever`` /
+        ``index`` (else the collection ``collection``); ``b``, ``c``, ``m`` are SUNAR's knobs.
+        ``k`` documents are returned per call."""
+        parts = make_components(
+            config,
+            collection=collection,
+            profile=profile,
+            llm=llm,
+            embeddings=embeddings,
+            vectorstore=vectorstore,
+            retriever=retriever,
+            index=index,
+            documents=documents,
+            scorer=scorer,
+            equivalence=equivalence,
+            b=b,
+            c=c,
+            m=m,
+        )
+        return cls(components=parts, k=k, strategy=strategy, profile=profile)
 
     def model_post_init(self, context: Any) -> None:
         check_k(self.k)

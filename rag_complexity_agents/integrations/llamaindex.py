@@ -86,12 +86,40 @@ class SunarLlamaIndexRetriever(BaseRetriever):
         profile: str | None = "cpu",
         components: Components | None = None,
         callback_manager: CallbackManager | None = None,
+        llm: Any = None,
+        embeddings: Any = None,
+        vectorstore: Any = None,
+        retriever: Any = None,
+        index: Any = None,
+        documents: Sequence[Any] | None = None,
+        scorer: Any = None,
+        equivalence: Any = None,
+        b: int | None = None,
+        c: int | None = None,
+        m: int | None = None,
     ) -> SunarLlamaIndexRetriever:
         """``config`` defaults to ``Config()``; ``collection`` overrides its collection;
         ``components`` (e.g. :func:`~rag_complexity_agents.integrations.byo.from_llamaindex`)
-        replace both; ``profile="cpu"`` shrinks paper-sized knobs (``paper`` keeps them)."""
+        replace both; ``profile="cpu"`` shrinks paper-sized knobs (``paper`` keeps them).
+        Your objects go in as for :func:`~rag_complexity_agents.api.create_rag_agent`:
+        ``llm``, ``embeddings``, the first stage as ``index`` / ``retriever`` (LlamaIndex or
+        LangChain) / ``vectorstore``, and SUNAR's knobs ``b``, ``c``, ``m``."""
         parts = make_components(
-            config, collection=collection, components=components, profile=profile
+            config,
+            collection=collection,
+            components=components,
+            profile=profile,
+            llm=llm,
+            embeddings=embeddings,
+            vectorstore=vectorstore,
+            retriever=retriever,
+            index=index,
+            documents=documents,
+            scorer=scorer,
+            equivalence=equivalence,
+            b=b,
+            c=c,
+            m=m,
         )
         return cls(RetrievalAdapter(parts, strategy), k=k, callback_manager=callback_manager)
 
@@ -151,16 +179,35 @@ class RCAQueryEngine(CustomQueryEngine):
         components: Components | None = None,
         options: dict[str, Any] | None = None,
         profile: str | None = None,
+        llm: Any = None,
+        embeddings: Any = None,
+        vectorstore: Any = None,
+        retriever: Any = None,
+        index: Any = None,
+        documents: Sequence[Any] | None = None,
     ) -> RCAQueryEngine:
         """``graph``: a preset or loop name (built from ``config``) or a compiled graph.
-        The loops apply ``agents.profile`` themselves; ``profile`` sets it for this engine."""
+        The loops apply ``agents.profile`` themselves; ``profile`` sets it for this engine.
+        Your objects go in as for :func:`~rag_complexity_agents.api.create_rag_agent`:
+        ``llm``, ``embeddings`` and the first stage as ``index`` / ``retriever`` /
+        ``vectorstore``."""
         cfg = config or (components.config if components is not None else Config())
         if collection is not None:
             cfg = cfg.with_overrides({"collection": collection})
         if profile is not None:
             cfg = cfg.with_overrides({"agents.profile": profile})
+        objects = {
+            "llm": llm,
+            "embeddings": embeddings,
+            "vectorstore": vectorstore,
+            "retriever": retriever,
+            "index": index,
+            "documents": documents,
+        }
+        if components is None and any(v is not None for v in objects.values()):
+            components = make_components(cfg, profile=profile, **objects)
         parts = components if components is not None else Components(cfg)
-        compiled = resolve_graph(graph, cfg, components=parts)
+        compiled = resolve_graph(graph, parts.config, components=parts)
         return cls(graph=compiled, components=parts, options=dict(options or {}))
 
     def _response(self, result: RunResult) -> Response:
@@ -275,7 +322,8 @@ class LangChainChatLLM(CustomLLM):
 
 
 class RCAEmbedding(BaseEmbedding):
-    """Our embedder (default: packaged all-MiniLM-L6-v2) as a LlamaIndex embedding model."""
+    """Our embedder (default: packaged all-MiniLM-L6-v2) as a LlamaIndex embedding model;
+    :meth:`from_embeddings` wraps any embedder or LangChain ``Embeddings`` instead."""
 
     spec: str = Field(default="packaged:all-minilm-l6-v2")
     _embedder: Any = PrivateAttr(default=None)
@@ -283,6 +331,17 @@ class RCAEmbedding(BaseEmbedding):
     @classmethod
     def class_name(cls) -> str:
         return "rca_embedding"
+
+    @classmethod
+    def from_embeddings(cls, embeddings: Any, **kwargs: Any) -> RCAEmbedding:
+        """A LlamaIndex embedding model over ``embeddings`` (a LangChain ``Embeddings`` or an
+        :class:`~rag_complexity_agents.models.base.Embedder`), e.g. to build a
+        ``VectorStoreIndex`` with the same model as a LangChain app."""
+        from ..models.embeddings import as_embedder
+
+        model = cls(spec=f"external:{type(embeddings).__name__}", **kwargs)
+        model._embedder = as_embedder(embeddings)
+        return model
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         if self._embedder is None:

@@ -1,17 +1,22 @@
-"""Dense text encoders (sentence-transformers), loaded lazily and cached per process."""
+"""Dense text encoders: sentence-transformers models (loaded lazily and cached per process) and
+the user's own embedding objects (LangChain ``Embeddings``, LlamaIndex ``BaseEmbedding``)
+adapted to the :class:`~.base.Embedder` protocol."""
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from ..errors import ModelNotAvailable
+from ..errors import InputError, ModelNotAvailable
+from ..optional import require
+from .base import Embedder
 from .packaged import packaged_embedding_path
 
 if TYPE_CHECKING:
@@ -46,10 +51,9 @@ class SentenceTransformerEmbedder:
     def model(self) -> SentenceTransformer:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        from sentence_transformers import SentenceTransformer
-
+        st = require("sentence_transformers", "the sentence-transformers embedder")
         try:
-            return SentenceTransformer(str(self.path), device=self.device, local_files_only=True)
+            return st.SentenceTransformer(str(self.path), device=self.device, local_files_only=True)
         except Exception as exc:  # the library raises many types for a bad directory
             raise ModelNotAvailable(
                 f"could not load the sentence-transformers model at {self.path}: {exc}"
@@ -105,3 +109,94 @@ def load_embedder(spec: str, *, batch_size: int = 64) -> SentenceTransformerEmbe
         if key not in _CACHE:
             _CACHE[key] = SentenceTransformerEmbedder(path, batch_size=batch_size)
         return _CACHE[key]
+
+
+_WORD_OR_MARK = re.compile(r"\w+|[^\w\s]")
+
+
+class ExternalEmbedder:
+    """A LangChain ``Embeddings`` (``embed_documents`` / ``embed_query``) or a LlamaIndex
+    ``BaseEmbedding`` (``get_text_embedding_batch`` / ``get_query_embedding``) as an
+    :class:`~.base.Embedder`: rows are L2-normalised float32.
+
+    Token counts and offsets come from the object's tokenizer when it exposes one (e.g. a
+    sentence-transformers client); otherwise words and punctuation marks count as tokens, an
+    approximation (subword tokenizers count somewhat more) that ``token_source`` reports.
+    """
+
+    def __init__(self, embeddings: Any) -> None:
+        if not (
+            hasattr(embeddings, "embed_documents")
+            or hasattr(embeddings, "get_text_embedding_batch")
+        ):
+            raise InputError(
+                f"{type(embeddings).__name__} is not an embedding model: pass a LangChain "
+                "Embeddings or a LlamaIndex BaseEmbedding"
+            )
+        self.embeddings = embeddings
+        self.tokenizer = _tokenizer_of(embeddings)
+        self.token_source = "tokenizer" if self.tokenizer is not None else "words"
+
+    @cached_property
+    def dimension(self) -> int:
+        return int(self.encode(["dimension"]).shape[1])
+
+    def _rows(self, rows: Any) -> np.ndarray:
+        matrix = np.asarray(rows, dtype=np.float32)
+        if matrix.ndim != 2:
+            raise ModelNotAvailable(
+                f"{type(self.embeddings).__name__} returned embeddings of shape {matrix.shape}"
+            )
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        return np.ascontiguousarray(matrix / np.where(norms == 0, 1.0, norms), dtype=np.float32)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if len(texts) == 0:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        if hasattr(self.embeddings, "embed_documents"):
+            return self._rows(self.embeddings.embed_documents(list(texts)))
+        return self._rows(self.embeddings.get_text_embedding_batch(list(texts)))
+
+    def encode_query(self, text: str) -> np.ndarray:
+        """The query vector the way the model embeds queries (some models prefix them)."""
+        if hasattr(self.embeddings, "embed_query"):
+            return self._rows([self.embeddings.embed_query(text)])[0]
+        return self._rows([self.embeddings.get_query_embedding(text)])[0]
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.token_offsets(text))
+
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        """Character span of every token of ``text``, for chunking."""
+        if self.tokenizer is not None:
+            try:
+                encoded = self.tokenizer(
+                    text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
+                )
+                return [(int(a), int(b)) for a, b in encoded["offset_mapping"]]
+            except (TypeError, KeyError, NotImplementedError, ValueError):
+                pass  # a tokenizer without offsets: fall back to words
+        return [m.span() for m in _WORD_OR_MARK.finditer(text)]
+
+
+def _tokenizer_of(embeddings: Any) -> Any:
+    """The Hugging Face tokenizer behind an embedding object, if it exposes one."""
+    for holder in (
+        embeddings,
+        getattr(embeddings, "client", None),
+        getattr(embeddings, "_client", None),
+    ):
+        tokenizer = getattr(holder, "tokenizer", None)
+        if callable(tokenizer):
+            return tokenizer
+    return None
+
+
+def as_embedder(embeddings: Any) -> Embedder:
+    """``embeddings`` as an :class:`~.base.Embedder`: our own embedders (anything with
+    ``encode`` / ``dimension`` / ``count_tokens``) as they are, a LangChain ``Embeddings`` or a
+    LlamaIndex ``BaseEmbedding`` through :class:`ExternalEmbedder`."""
+    kind = type(embeddings)  # class attributes only: an instance check would load the model
+    if all(hasattr(kind, name) for name in ("encode", "dimension", "count_tokens")):
+        return cast(Embedder, embeddings)
+    return ExternalEmbedder(embeddings)

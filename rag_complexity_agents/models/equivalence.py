@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from ..errors import ConfigError, ModelNotAvailable
+from ..optional import require
 from ..text import normalize_answer
 from .base import Embedder, Equivalence
 
@@ -84,10 +85,9 @@ class NLIEquivalence:
     @cached_property
     def _model(self) -> tuple[Any, Any, dict[int, Verdict]]:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
-        model = AutoModelForSequenceClassification.from_pretrained(
+        hf = require("transformers", "the NLI equivalence")
+        tokenizer = hf.AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
+        model = hf.AutoModelForSequenceClassification.from_pretrained(
             str(self.path), local_files_only=True
         ).eval()
         labels: dict[int, Verdict] = {}

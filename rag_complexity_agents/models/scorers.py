@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, ModelNotAvailable
+from ..optional import require
 from ..types import Chunk
 from .base import Embedder, Scorer
 
@@ -39,7 +40,8 @@ class BiEncoderScorer:
     def score(self, query: str, docs: Sequence[Chunk]) -> np.ndarray:
         if not docs:
             return np.zeros(0, dtype=np.float32)
-        query_vector = self.embedder.encode([query])[0]
+        encode_query = getattr(self.embedder, "encode_query", None)  # asymmetric models
+        query_vector = encode_query(query) if encode_query else self.embedder.encode([query])[0]
         if self.vector_lookup is not None:
             doc_vectors = self.vector_lookup([doc.id for doc in docs])
         else:
@@ -65,11 +67,10 @@ class SpladeScorer:
     @cached_property
     def _model(self) -> tuple[Any, Any]:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from transformers import AutoModelForMaskedLM, AutoTokenizer
-
+        hf = require("transformers", "the SPLADE scorer")
         try:
-            tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir), local_files_only=True)
-            model = AutoModelForMaskedLM.from_pretrained(
+            tokenizer = hf.AutoTokenizer.from_pretrained(str(self.model_dir), local_files_only=True)
+            model = hf.AutoModelForMaskedLM.from_pretrained(
                 str(self.model_dir), local_files_only=True
             ).eval()
         except Exception as exc:
@@ -129,10 +130,9 @@ class CrossEncoderScorer:
     @cached_property
     def _model(self) -> Any:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from sentence_transformers import CrossEncoder
-
+        st = require("sentence_transformers", "the cross-encoder scorer")
         try:
-            return CrossEncoder(str(self.path), device="cpu", local_files_only=True)
+            return st.CrossEncoder(str(self.path), device="cpu", local_files_only=True)
         except Exception as exc:
             raise ModelNotAvailable(f"could not load cross-encoder {self.path}: {exc}") from exc
 

@@ -105,7 +105,9 @@ class GradeGenerator:
         from ...components import Components
 
         components = Components(config)
-        return cls(config, components.chat, components.embedder, cache=cache, progress=progress)
+        return cls(
+            config, components.chat, components.local_embedder(), cache=cache, progress=progress
+        )
 
     def compose_question(
         self, llm: StepLLM, kg: KnowledgeGraph, path: Path, memo: QuestionMemo

@@ -13,11 +13,17 @@ import math
 import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from ...errors import CorpusError
+from ...optional import LazyModule
+
+if TYPE_CHECKING:
+    import torch
+else:  # only building or extending a graph needs torch; opening one does not
+    torch = LazyModule("torch", "building a neighbourhood graph")
 
 __all__ = [
     "DEFAULT_MAX_BLOCK_BYTES",

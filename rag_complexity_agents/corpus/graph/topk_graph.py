@@ -15,12 +15,12 @@ import warnings
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
-import torch
 
 from ...errors import CorpusError
+from ...optional import LazyModule
 from .ann import ANN_LIBRARY, ann_available, approximate_topk
 from .storage import (
     IDS_FILE,
@@ -43,6 +43,11 @@ from .topk import (
     similarity_blocks,
     to_torch,
 )
+
+if TYPE_CHECKING:
+    import torch
+else:  # only building or extending a graph needs torch; opening one does not
+    torch = LazyModule("torch", "building a neighbourhood graph")
 
 __all__ = [
     "EXACT_MAX_ROWS",

@@ -1,0 +1,76 @@
+"""Shared by the drop-in tests: a small corpus in a LangChain ``InMemoryVectorStore`` with
+langchain_core's ``DeterministicFakeEmbedding`` (no model), and one scripted conversation per
+loop (for the fake chat model of tests/agent_fakes.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from agent_fakes import Script
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.vectorstores import InMemoryVectorStore
+
+TEXTS = [
+    "Spirited Away is a 2001 Japanese animated film written and directed by Hayao Miyazaki.",
+    "Hayao Miyazaki was born in Tokyo, Japan, on 5 January 1941.",
+    "Tokyo is the capital of Japan and its largest city.",
+    "Studio Ghibli was founded in 1985 by Hayao Miyazaki and Isao Takahata.",
+    "Amazon was founded by Jeff Bezos in Bellevue, Washington, in 1994.",
+    "Jeff Bezos graduated from Princeton University in 1986.",
+    "Princeton University is a private research university in New Jersey.",
+    "The Godfather was directed by Francis Ford Coppola.",
+]
+
+MER = "[Reasoning]: The evidence says Miyazaki was born in Tokyo.\n[Final Answer]: Japan"
+
+
+def documents() -> list[Document]:
+    return [Document(page_content=text, id=f"doc{i}") for i, text in enumerate(TEXTS)]
+
+
+def lean_store(size: int = 64) -> tuple[DeterministicFakeEmbedding, InMemoryVectorStore]:
+    """(embeddings, a vector store holding :data:`TEXTS`)."""
+    embeddings = DeterministicFakeEmbedding(size=size)
+    store = InMemoryVectorStore(embeddings)
+    store.add_documents(documents())
+    return embeddings, store
+
+
+LOOP_SCRIPTS: dict[str, Callable[[], Script]] = {
+    "self_ask": lambda: Script(
+        self_ask=["Follow up: Who directed Spirited Away?", "So the final answer is: Japan"],
+        answer="Hayao Miyazaki",
+        asu="Hayao Miyazaki",
+        mer=MER,
+    ),
+    "react": lambda: Script(
+        react=[
+            "Thought 1: I need the director.\nAction 1: Search[Spirited Away director]",
+            "Thought 2: He was born in Tokyo.\nAction 2: Finish[Japan]",
+        ],
+        asu="Hayao Miyazaki",
+        mer=MER,
+    ),
+    "searchain": lambda: Script(
+        searchain=[
+            "[Query 1]: Who directed Spirited Away?\n[Answer 1]: Hayao Miyazaki\n"
+            "[Final Answer]: Japan",
+            "[Final Answer]: Japan",
+        ],
+        answer="Hayao Miyazaki",
+        asu="Hayao Miyazaki",
+        mer=MER,
+    ),
+    "ircot": lambda: Script(
+        ircot=[
+            "Spirited Away was directed by Hayao Miyazaki.",
+            "Miyazaki was born in Tokyo, Japan. So the answer is: Japan",
+        ],
+        asu="Hayao Miyazaki",
+        mer=MER,
+    ),
+    "cot": lambda: Script(cot="Miyazaki was born in Tokyo. So the answer is: Japan", mer=MER),
+    "single_step": lambda: Script(answer="Japan", asu="Japan", mer=MER),
+    "no_retrieval": lambda: Script(no_retrieval="Japan", mer=MER),
+}
