@@ -16,7 +16,8 @@ from filelock import FileLock
 
 from rag_complexity_agents.config import Config
 from rag_complexity_agents.corpus.documents import SourceDocument, iter_documents
-from rag_complexity_agents.corpus.store import MAX_NAME_CHARS, CorpusStore, list_collections
+from rag_complexity_agents.corpus.manifest import MAX_NAME_CHARS
+from rag_complexity_agents.corpus.store import CorpusStore, list_collections
 from rag_complexity_agents.errors import CorpusError
 from rag_complexity_agents.retrieval.first_stage import (
     BM25FirstStage,

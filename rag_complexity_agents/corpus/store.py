@@ -30,11 +30,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -47,109 +46,23 @@ from ..config import Config
 from ..errors import CorpusError
 from ..models.embeddings import SentenceTransformerEmbedder, load_embedder
 from ..types import Chunk
+from .chroma import ChromaEmbeddingFunction, chroma_metadata
 from .documents import Document, chunk_document
 from .graph import TopKGraph
+from .manifest import (
+    MANIFEST_VERSION,
+    IngestReport,
+    Manifest,
+    atomic_write_text,
+    validate_collection_name,
+)
 
 log = logging.getLogger(__name__)
 
-MANIFEST_VERSION = 1
-#: Longest collection name. A name becomes a directory name (≤ 255 bytes on ext4, XFS, btrfs,
-#: APFS, NTFS; ≤ 143 on eCryptfs) and, with the files below it, part of paths that Windows
-#: caps at 260 characters; 100 ASCII characters fits all of them with room to spare.
-MAX_NAME_CHARS = 100
-_NAME_RE = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{1,{MAX_NAME_CHARS - 2}}}[A-Za-z0-9]$")
 _BM25_PREFIX = "bm25-"
 #: Bytes of one block of similarities while the graph is built or extended: it bounds that
 #: step's memory (a few blocks' worth) whatever the collection size.
 GRAPH_BLOCK_BYTES = 64 * 2**20
-
-
-def validate_collection_name(name: str) -> str:
-    """``name`` if it is a valid collection name, else CorpusError (one line)."""
-    if not _NAME_RE.match(name) or ".." in name:
-        shown = name if len(name) <= 40 else f"{name[:40]}… ({len(name)} characters)"
-        raise CorpusError(
-            f"invalid collection name {shown!r}: use 3–{MAX_NAME_CHARS} characters from "
-            "letters, digits, '.', '_' and '-', starting and ending with a letter or digit"
-        )
-    return name
-
-
-@dataclass
-class Manifest:
-    name: str
-    embedding: str
-    dimension: int
-    chunk_size: int
-    chunk_overlap: int
-    graph_k: int
-    rows: int = 0
-    chunks_bytes: int = 0
-    bm25_rows: int = 0
-    graph_rows: int = 0
-    version: int = MANIFEST_VERSION
-
-
-@dataclass(frozen=True)
-class IngestReport:
-    documents: int
-    chunks: int
-    added: int
-    skipped: int
-    rows: int
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
-def _chroma_metadata(chunk: Chunk) -> dict[str, str | int | float | bool]:
-    """Chroma accepts scalar metadata only; other values are stored as JSON strings."""
-    out: dict[str, str | int | float | bool] = {"title": chunk.title}
-    for key, value in chunk.metadata.items():
-        if isinstance(value, str | int | float | bool):
-            out[key] = value
-        elif value is not None:
-            out[key] = json.dumps(value, ensure_ascii=False)
-    return out
-
-
-class ChromaEmbeddingFunction:
-    """Chroma embedding function backed by our encoder (Chroma's default would download one)."""
-
-    def __init__(self, embedder: SentenceTransformerEmbedder) -> None:
-        self._embedder = embedder
-
-    def __call__(self, input: Sequence[str]) -> list[np.ndarray]:
-        return list(self._embedder.encode(list(input)))
-
-    def embed_query(self, input: Sequence[str]) -> list[np.ndarray]:
-        return self(input)
-
-    @staticmethod
-    def name() -> str:
-        return "rag-complexity-agents"
-
-    def get_config(self) -> dict[str, Any]:
-        return {"path": str(self._embedder.path)}
-
-    @staticmethod
-    def build_from_config(config: dict[str, Any]) -> ChromaEmbeddingFunction:
-        return ChromaEmbeddingFunction(SentenceTransformerEmbedder(config["path"]))
-
-    def default_space(self) -> str:
-        return "cosine"
-
-    def supported_spaces(self) -> list[str]:
-        return ["cosine"]
-
-    def is_legacy(self) -> bool:
-        return False
 
 
 class CorpusStore:
@@ -314,7 +227,7 @@ class CorpusStore:
 
     def _commit(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        _atomic_write_text(
+        atomic_write_text(
             self.directory / "manifest.json", json.dumps(asdict(self.manifest), indent=2)
         )
 
@@ -569,7 +482,7 @@ class CorpusStore:
                 ids=[chunk.id for chunk in part],
                 embeddings=vectors[start : start + len(part)],
                 documents=[chunk.text for chunk in part],
-                metadatas=[_chroma_metadata(chunk) for chunk in part],
+                metadatas=[chroma_metadata(chunk) for chunk in part],
             )
         lines = "".join(
             json.dumps(

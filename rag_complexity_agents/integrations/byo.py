@@ -7,8 +7,7 @@ retriever / index as the first stage of NAR and of the loops.
 store. Everything that takes components takes them::
 
     parts = from_langchain(vectorstore, config=Config())
-    parts.sunar_retriever().retrieve("question", 5)
-    build_preset("self_ask_nar", parts.config, components=parts)
+    parts.sunar_retriever().retrieve("question", 5)  # or build_preset(..., components=parts)
 
 How the user's documents become a corpus:
 
