@@ -6,34 +6,46 @@
   prefix reuse (:mod:`.prefix_cache`).
 * :meth:`LlamaCppChatModel.sample` draws m answers to one prompt with the prompt evaluated
   once (each later sample re-evaluates a single token) and a distinct seed per sample.
+* :meth:`LlamaCppChatModel.with_structured_output` decodes under a grammar made from the JSON
+  schema, so the reply always parses; :meth:`LlamaCppChatModel.bind_tools` decodes a tool
+  call (or a plain answer) the same way (:mod:`.tools`), which is what LangGraph's
+  ``create_react_agent`` needs. Both go through the same prompt rendering and prefix cache.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import LanguageModelInput
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, SystemMessage
 from langchain_core.messages.ai import UsageMetadata
+from langchain_core.output_parsers import JsonOutputParser, PydanticOutputParser
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-from pydantic import ConfigDict, Field
+from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
+from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import InputError
 from .messages import MessagesInput, template_dicts, to_messages
 from .runtime import Runtime, RuntimeKey, get_runtime, is_loaded, runtime_key
+from .tools import grammar_text, read_tool_reply, tool_choice_schema, tool_specs, tools_instruction
 
 
 class LlamaCppChatModel(BaseChatModel):
     """A local GGUF chat model run in-process by llama.cpp (lazy, shared, lock-guarded).
 
     Per-call overrides (``invoke(..., temperature=0.7, seed=3)``, or ``.bind(...)``):
-    ``temperature``, ``top_p``, ``seed``, ``stop``, ``max_tokens``.
+    ``temperature``, ``top_p``, ``seed``, ``stop``, ``max_tokens``; ``json_schema`` (a JSON
+    schema dict: decode under its grammar) and ``tools`` / ``tool_choice`` (set by
+    :meth:`bind_tools`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -133,13 +145,21 @@ class LlamaCppChatModel(BaseChatModel):
         opts: dict[str, Any],
         *,
         stream: bool,
+        grammar: str | None = None,
     ) -> tuple[Any, int]:
-        """Prime the KV cache, then run llama.cpp; returns (result or chunk iterator, reused)."""
+        """Prime the KV cache, then run llama.cpp (under ``grammar``, a GBNF text, when given);
+        returns (result or chunk iterator, reused)."""
         stops = [*opts["stop"]]
         if formatted.stop:
             stops.extend([formatted.stop] if isinstance(formatted.stop, str) else formatted.stop)
         max_tokens = min(opts["max_tokens"], self.n_ctx - len(tokens))
         reused = runtime.prime(tokens)
+        if grammar is not None:
+            from llama_cpp import LlamaGrammar
+
+            grammar_arg: Any = LlamaGrammar.from_string(grammar, verbose=False)
+        else:
+            grammar_arg = None
         result = runtime.llama.create_completion(
             prompt=tokens,
             max_tokens=max_tokens,
@@ -150,8 +170,32 @@ class LlamaCppChatModel(BaseChatModel):
             stopping_criteria=formatted.stopping_criteria,
             repeat_penalty=1.0,
             stream=stream,
+            grammar=grammar_arg,
         )
         return result, reused
+
+    @staticmethod
+    def _decoding(
+        messages: list[BaseMessage], kwargs: dict[str, Any]
+    ) -> tuple[list[BaseMessage], dict[str, Any] | None, bool]:
+        """(messages, JSON schema to decode under or None, whether the reply is a tool
+        choice) for a call's ``json_schema`` / ``tools`` / ``tool_choice`` arguments. With
+        tools, the system prompt lists them (:func:`.tools.tools_instruction`)."""
+        tools = kwargs.get("tools")
+        if tools:
+            specs = tool_specs(tools)
+            choice = kwargs.get("tool_choice")
+            schema = tool_choice_schema(specs, choice)
+            if schema is None:
+                return messages, None, False
+            instruction = tools_instruction(specs, choice)
+            if messages and isinstance(messages[0], SystemMessage):
+                first = messages[0]
+                system = SystemMessage(content=f"{first.text}\n\n{instruction}")
+                return [system, *messages[1:]], schema, True
+            return [SystemMessage(content=instruction), *messages], schema, True
+        schema = kwargs.get("json_schema")
+        return messages, (dict(schema) if schema else None), False
 
     # ---------------------------------------------------------------- generation
 
@@ -163,17 +207,23 @@ class LlamaCppChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         opts = self._options(stop, kwargs)
+        messages, schema, tool_reply = self._decoding(messages, kwargs)
+        grammar = grammar_text(schema) if schema is not None else None
         runtime = self._runtime()
         with runtime.lock:
             tokens, formatted = self._render(runtime, messages)
-            result, reused = self._completion(runtime, tokens, formatted, opts, stream=False)
+            result, reused = self._completion(
+                runtime, tokens, formatted, opts, stream=False, grammar=grammar
+            )
             runtime.maybe_save(len(tokens), reused, self.prefix_cache_min_tokens)
         choice = result["choices"][0]
         usage = result.get("usage") or {}
         n_in = int(usage.get("prompt_tokens", len(tokens)))
         n_out = int(usage.get("completion_tokens", 0))
+        content, calls = read_tool_reply(choice["text"]) if tool_reply else (choice["text"], [])
         message = AIMessage(
-            content=choice["text"],
+            content=content,
+            tool_calls=calls,
             usage_metadata=UsageMetadata(
                 input_tokens=n_in, output_tokens=n_out, total_tokens=n_in + n_out
             ),
@@ -197,6 +247,9 @@ class LlamaCppChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
+        if kwargs.get("tools") or kwargs.get("json_schema"):
+            yield from self._stream_whole(messages, stop, run_manager, **kwargs)
+            return
         opts = self._options(stop, kwargs)
         runtime = self._runtime()
         # A plain Lock (not RLock): LangChain's default astream advances this generator from
@@ -232,6 +285,90 @@ class LlamaCppChatModel(BaseChatModel):
             ),
             generation_info={"finish_reason": finish_reason},
         )
+
+    def _stream_whole(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None,
+        run_manager: CallbackManagerForLLMRun | None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        """A decoded reply (JSON schema, tool choice) streamed as one chunk: its text is only
+        meaningful once the whole object is there."""
+        message = self._generate(messages, stop, run_manager, **kwargs).generations[0].message
+        assert isinstance(message, AIMessage)
+        tool_chunks = [
+            {"name": c["name"], "args": json.dumps(c["args"]), "id": c.get("id"), "index": i}
+            for i, c in enumerate(message.tool_calls)
+        ]
+        chunk = ChatGenerationChunk(
+            message=AIMessageChunk(
+                content=message.content,
+                tool_call_chunks=tool_chunks,  # type: ignore[arg-type]
+                usage_metadata=message.usage_metadata,
+                response_metadata=message.response_metadata,
+                chunk_position="last",
+            )
+        )
+        if run_manager is not None and message.text:
+            run_manager.on_llm_new_token(message.text, chunk=chunk)
+        yield chunk
+
+    # ---------------------------------------------------------------- structured output, tools
+
+    def with_structured_output(
+        self,
+        schema: dict[str, Any] | type,
+        *,
+        include_raw: bool = False,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, Any]:
+        """A runnable that answers as ``schema`` (a pydantic model class, a JSON schema dict,
+        a TypedDict or a function), decoded under the schema's grammar: the reply is always
+        valid JSON of the schema's shape (a pydantic class's own validators still apply).
+        ``method`` may be given ("json_schema", the only one) and is otherwise ignored."""
+        from ..schemas import json_schema_of
+
+        method = kwargs.pop("method", "json_schema")
+        kwargs.pop("strict", None)
+        if kwargs:
+            raise ValueError(f"unsupported arguments {sorted(kwargs)}")
+        if method not in ("json_schema", "json_mode", "function_calling"):
+            raise ValueError(f"unknown method {method!r}")
+        json_schema = json_schema_of(schema)
+        llm = self.bind(
+            json_schema=json_schema,
+            ls_structured_output_format={"kwargs": {"method": "json_schema"}, "schema": schema},
+        )
+        parser: Runnable[Any, Any]
+        if isinstance(schema, type) and issubclass(schema, BaseModel):
+            parser = PydanticOutputParser(pydantic_object=schema)
+        else:
+            parser = JsonOutputParser()
+        if not include_raw:
+            return llm | parser
+        parse: Callable[[Any], Any] = itemgetter("raw")
+        with_parsed = RunnablePassthrough.assign(
+            parsed=parse | parser, parsing_error=lambda _: None
+        ).with_fallbacks(
+            [RunnablePassthrough.assign(parsed=lambda _: None)], exception_key="parsing_error"
+        )
+        return RunnableMap(raw=llm) | with_parsed
+
+    def bind_tools(
+        self,
+        tools: Sequence[Any],
+        *,
+        tool_choice: Any = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """This model with ``tools`` (LangChain tools, functions, pydantic models or OpenAI
+        tool dicts): each reply is decoded under a grammar as either a call of one tool with
+        arguments matching its schema (``AIMessage.tool_calls``) or, when ``tool_choice``
+        allows (None / "auto"), a plain answer. ``tool_choice``: "any" / "required" = some
+        tool, a tool name = that tool, "none" = no tool."""
+        tool_specs(tools)  # fail here on a tool that cannot be converted
+        return self.bind(tools=list(tools), tool_choice=tool_choice, **kwargs)
 
     # ---------------------------------------------------------------- m samples
 

@@ -43,8 +43,17 @@ def role_of(message: BaseMessage) -> str:
 
 
 def template_dicts(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
-    """``{"role", "content"}`` dicts for a GGUF chat template; content blocks become text."""
+    """``{"role", "content"}`` dicts for a GGUF chat template; content blocks become text and
+    an assistant's tool calls the JSON lines it wrote them as (:mod:`.tools`)."""
     # models.calls imports this package (for LlamaCppChatModel), so it is imported at use.
     from ..calls import reply_text
+    from .tools import tool_call_text
 
-    return [{"role": role_of(m), "content": reply_text(m)} for m in messages]
+    dicts = []
+    for message in messages:
+        content = reply_text(message)
+        if isinstance(message, AIMessage) and message.tool_calls:
+            calls = [tool_call_text(call) for call in message.tool_calls]
+            content = "\n".join([content, *calls] if content else calls)
+        dicts.append({"role": role_of(message), "content": content})
+    return dicts
