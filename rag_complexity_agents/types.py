@@ -66,3 +66,9 @@ class RunResult:
 
     answer: str
     trace: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def format_failures(self) -> int:
+        """Replies of the run that could not be read as their step's structure (the trace's
+        ``format_failures``; 0 when the trace does not count them)."""
+        return int(self.trace.get("format_failures") or 0)

@@ -7,7 +7,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..models.calls import ChatReply, call_chat
+from ..models.calls import ChatReply
+from ..models.structured import record_format_failure
 from . import no_retrieval
 from .context import NAR_STRATEGIES, AgentContext
 from .prompts import single_step as single_step_prompt
@@ -50,11 +51,15 @@ def answer_from_evidence(
         ctx,
         state,
         messages,
+        kind="sub_answer",
         max_tokens=ctx.agents.answer_max_tokens,
         stop=["\n\n"],
         schema=ShortAnswer,
     )
-    return reply, extract_short_answer(obj.answer if obj is not None else reply.text), update
+    answer = extract_short_answer(obj.answer if obj is not None else reply.text)
+    if not answer:
+        record_format_failure("sub_answer")
+    return reply, answer, update
 
 
 def answer_sub(state: AgentState, ctx: AgentContext) -> Update:
@@ -68,7 +73,6 @@ def answer_sub(state: AgentState, ctx: AgentContext) -> Update:
 def mer_node(state: AgentState, ctx: AgentContext) -> Update:
     """Meta Evidence Reasoner: reasoning path + top-l evidence across steps → answer."""
     from ..retrieval.mer import DEFAULT_EXEMPLARS, MetaEvidenceReasoner, collect_evidence
-    from ..retrieval.mer import extract_final_answer as extract
 
     question = state["question"]
     indices = sorted({int(r.get("step", 0)) for r in state.get("retrievals") or []})
@@ -84,14 +88,9 @@ def mer_node(state: AgentState, ctx: AgentContext) -> Update:
         exemplars=DEFAULT_EXEMPLARS[: ctx.agents.mer_exemplars],
         max_tokens=ctx.config.mer.max_tokens,
         max_evidence_chars=ctx.config.mer.max_evidence_chars,
+        structured=ctx.structured,
     )
-    reply = call_chat(
-        ctx.chat,
-        reasoner.messages(question, path, evidence),
-        max_tokens=ctx.config.mer.max_tokens,
-        stop=["\nQuestion:", "\nReasoning path so far:", "\n---"],
-    )
-    extracted = extract(reply.text)
+    extracted, output, replies = reasoner.reply(question, path, evidence)
     answer, method = extracted.answer, str(extracted.method)
     if copied_exemplar(answer, {e.answer for e in DEFAULT_EXEMPLARS}, state):
         answer, method = "", "copied_exemplar"
@@ -99,12 +98,20 @@ def mer_node(state: AgentState, ctx: AgentContext) -> Update:
         "mer": {
             "answer": answer,
             "extraction": method,
-            "output": reply.text,
+            "output": output,
             "reasoning_path": [list(p) for p in path],
             "evidence": without_text([doc_record(d, max_chars=ctx.keep_chars) for d in evidence]),
             "l": ctx.config.mer.l,
         },
-        **costs(state, reply),
+        **costs(
+            state,
+            ChatReply(
+                output,
+                sum(r.input_tokens for r in replies),
+                sum(r.output_tokens for r in replies),
+            ),
+            llm_calls=len(replies) - 1,
+        ),
     }
 
 
@@ -127,7 +134,7 @@ def final_answer(state: Mapping[str, Any]) -> tuple[str, str]:
     mer_answer = str(mer.get("answer") or "")
     loop_answer = str(state.get("loop_answer") or "")
     if mer_answer:
-        if mer.get("extraction") in ("marker", "answer_is", "answer_line") or (
+        if mer.get("extraction") in ("structured", "marker", "answer_is", "answer_line") or (
             len(mer_answer.split()) <= MER_SHORT_WORDS
         ):
             return mer_answer, "mer"

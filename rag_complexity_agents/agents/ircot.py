@@ -22,6 +22,7 @@ from .parsers import CoTParse, parse_cot, parse_ircot
 from .prompts import cot as prompt
 from .state import AgentState, DocRecord, doc_from_record, merge_steps
 from .steps import Update, ask, copied_exemplar, same_query, step_docs, step_limit, steps_of
+from .structured import CoTStep
 from .wiring import Loop, LoopBuilder, Think, has_answer
 
 LOOP = "ircot"
@@ -106,7 +107,7 @@ def _reason(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: CoTP
 
 
 def _forced(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: CoTParse) -> Update:
-    answer = parsed.answer or parse_cot(reply.text).answer
+    answer = parsed.answer or parse_cot(parsed.reasoning or reply.text).answer
     if answer and not copied_exemplar(answer, EXAMPLE_ANSWERS, state):
         return {"loop_answer": answer, "answer_source": "forced_final"}
     return {}
@@ -124,6 +125,9 @@ IRCOT = Loop(
             _reason,
             stop=prompt.IRCOT_STOP,
             limit=None,
+            schema=CoTStep,
+            convert=lambda step: parse_ircot(step.sentence),
+            failed=lambda parsed: not parsed.sentence and not parsed.answer,
         ),
         "conclude": Think(
             lambda state, ctx: _messages(state, ctx, list(state.get("pool") or []), True),
@@ -132,6 +136,9 @@ IRCOT = Loop(
             stop=prompt.IRCOT_STOP,
             limit=None,
             skip=has_answer,
+            schema=CoTStep,
+            convert=lambda step: parse_ircot(step.sentence),
+            failed=lambda parsed: not parsed.sentence and not parsed.answer,
         ),
     },
     accept="reason",

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import re
 
-from ..models.calls import ChatReply, call_chat
+from ..models.calls import ChatReply
+from ..models.structured import record_format_failure
 from .context import AgentContext
-from .parsers import ReActParse, parse_react
+from .parsers import ReActParse, clean_answer, clean_query, parse_react
 from .prompts import react as prompt
 from .state import AgentState, Step, merge_steps
-from .steps import Update, ask, copied_exemplar, costs, same_query, step_docs, steps_of
+from .steps import Update, ask, copied_exemplar, same_query, step_docs, steps_of
+from .structured import ReActMove, ShortAnswer, ask_step
 from .wiring import Loop, LoopBuilder, Think
 
 LOOP = "react"
@@ -108,6 +110,13 @@ def _act(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: ReActPa
     return update
 
 
+def _from_move(move: ReActMove) -> ReActParse:
+    """A structured ReAct turn as the parser's result (an empty argument: no action)."""
+    thought = " ".join(move.thought.split())[:500]
+    value = clean_answer(move.argument) if move.action == "finish" else clean_query(move.argument)
+    return ReActParse(thought, move.action if value else "none", value)
+
+
 def observe(state: AgentState, ctx: AgentContext) -> Update:
     """The observation of a search: the best accepted passage(s), shortened."""
     index = int(state.get("pending_step", 0))
@@ -153,16 +162,23 @@ def conclude(state: AgentState, ctx: AgentContext) -> Update:
     update: Update = {}
     answer = state.get("loop_answer", "")
     if not answer:
-        reply = call_chat(
-            ctx.chat,
+        move, reply, update = ask_step(
+            ctx,
+            state,
             prompt.messages(
                 state["question"], _turns(steps), exemplars=ctx.agents.exemplars, force_finish=True
             ),
+            kind="conclude",
             max_tokens=ctx.agents.step_max_tokens,
             stop=prompt.STOP,
+            schema=ShortAnswer,
         )
-        update.update(costs(state, reply))
-        parsed = parse_react(reply.text)
+        if move is not None:
+            parsed = ReActParse("", "finish", clean_answer(move.answer))
+        else:
+            parsed = parse_react(reply.text)
+        if parsed.action != "finish" or not parsed.argument:
+            record_format_failure("conclude")
         if (
             parsed.action == "finish"
             and parsed.argument
@@ -185,7 +201,15 @@ REACT = Loop(
     description="ReAct",
     entry="think",
     nodes={
-        "think": Think(_next_turn, parse_react, _act, stop=prompt.STOP),
+        "think": Think(
+            _next_turn,
+            parse_react,
+            _act,
+            stop=prompt.STOP,
+            schema=ReActMove,
+            convert=_from_move,
+            failed=lambda parsed: parsed.action == "none",
+        ),
         "observe": observe,
         "lookup": lookup,
         "conclude": conclude,

@@ -25,10 +25,11 @@ from ..models.calls import ChatReply
 from ..text import normalize_answer
 from .answer import UNKNOWN_ANSWER, answer_from_evidence
 from .context import AgentContext
-from .parsers import SearChainParse, parse_searchain
+from .parsers import ChainNode, SearChainParse, clean_answer, clean_query, parse_searchain
 from .prompts import searchain as prompt
 from .state import AgentState, ChainNodeState, merge_steps
 from .steps import Update, ask, copied_exemplar, same_query, step_limit, steps_of
+from .structured import SearChainPlan, ShortAnswer
 from .wiring import Loop, LoopBuilder, Think, has_answer
 
 LOOP = "searchain"
@@ -172,6 +173,16 @@ def check(state: AgentState, ctx: AgentContext) -> Update:
     return update
 
 
+def _from_plan(plan: SearChainPlan) -> SearChainParse:
+    """A structured chain as the parser's result (a node without an answer is unsolved)."""
+    nodes = [
+        ChainNode(query, clean_answer(n.answer) or None, not clean_answer(n.answer))
+        for n in plan.nodes
+        if (query := clean_query(n.query))
+    ]
+    return SearChainParse(nodes, clean_answer(plan.final_answer))
+
+
 def _final_line(state: AgentState, ctx: AgentContext) -> list[tuple[str, str]]:
     return prompt.messages(
         state["question"],
@@ -206,6 +217,9 @@ SEARCHAIN = Loop(
             stop=prompt.STOP,
             max_tokens=lambda ctx: ctx.agents.step_max_tokens * 2,
             limit=_plan_limit,
+            schema=SearChainPlan,
+            convert=_from_plan,
+            failed=lambda parsed: parsed.kind == "none",
         ),
         "check": check,
         "conclude": Think(
@@ -216,6 +230,9 @@ SEARCHAIN = Loop(
             max_tokens=lambda ctx: ctx.agents.answer_max_tokens,
             limit=None,
             skip=has_answer,
+            schema=ShortAnswer,
+            convert=lambda final: SearChainParse(final=clean_answer(final.answer)),
+            failed=lambda parsed: not parsed.final,
         ),
     },
     accept="check",

@@ -27,7 +27,7 @@ from .parsers import SelfAskParse, clean_answer, clean_query, parse_self_ask
 from .prompts import self_ask as prompt
 from .state import AgentState
 from .steps import Update, ask, copied_exemplar, same_query, steps_of
-from .structured import SelfAskMove
+from .structured import SelfAskMove, ShortAnswer
 from .wiring import Loop, LoopBuilder, Think, has_answer
 
 LOOP = "self_ask"
@@ -127,6 +127,7 @@ SELF_ASK = Loop(
             stop=prompt.STOP,
             schema=SelfAskMove,
             convert=_from_move,
+            failed=lambda parsed: parsed.kind == "none",
         ),
         "answer_sub": answer_sub,
         "conclude": Think(
@@ -137,8 +138,9 @@ SELF_ASK = Loop(
             max_tokens=lambda ctx: ctx.agents.answer_max_tokens,
             limit=None,
             skip=has_answer,
-            schema=SelfAskMove,
-            convert=_from_move,
+            schema=ShortAnswer,
+            convert=lambda final: SelfAskParse("final", answer=clean_answer(final.answer)),
+            failed=lambda parsed: parsed.kind != "final" or not parsed.answer,
         ),
     },
     accept="answer_sub",

@@ -156,6 +156,7 @@ class AgentState(TypedDict, total=False):
     pool: list[DocRecord]
     candidate_answer: str
     format_errors: int
+    format_failures: dict[str, int]  # replies not readable as their step's structure, per kind
     format_hint: bool
     # outcome
     loop_answer: str

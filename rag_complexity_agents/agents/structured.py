@@ -1,28 +1,44 @@
-"""Structured output through the user's chat model, with text + parse-and-repair as the
-fallback, and what a run's chat model can and cannot do (for the trace).
+"""Loop steps through structured output (:mod:`~rag_complexity_agents.models.structured`),
+and what a run's chat model can and cannot do (for the trace).
 
-A chat model whose class implements ``with_structured_output`` or ``bind_tools`` itself
-(``ChatOllama``: JSON schema; ``ChatOpenAI``, ``ChatAnthropic``: tool calling / JSON schema)
-answers a loop step as a typed object (:class:`SelfAskMove`, :class:`ShortAnswer`). When the
-model does not implement it (our llama.cpp model, fakes), when ``agents.structured_output`` is
-``off``, or when a structured call fails or returns nothing usable, the step is asked as text
-and parsed by the loop's lenient parser, which retries once with a format reminder (repair).
-A context that saw a structured call fail stops trying, so a model that ignores the schema
-costs one extra call per run context, not one per step.
+Every structured LLM step of the loops asks for a typed object (:mod:`~..models.schemas`)
+when the run context uses structured output: the Self-Ask next line (:class:`SelfAskMove`),
+the ReAct action (:class:`ReActMove`), the SearChain chain (:class:`SearChainPlan`), the
+IRCoT sentence (:class:`CoTStep`), the (sub-)answer (:class:`ShortAnswer`) and the MER answer
+(:class:`MERAnswer`); the yes/no judges do the same in their own modules. When the model
+has no structured output, or a structured call fails, the step is asked as text and read by
+the loop's lenient parser, and the loop's repair (a retry with a format reminder) applies.
+
+Format failures (see :mod:`~..models.structured` for the definition) are counted per step
+kind: a Think node's kind is its node name (``decompose``, ``think``, ``plan``, ``reason``,
+``conclude``), the answer steps are ``sub_answer`` and ``mer``, the LLM equivalence judge is
+``equivalence_judge``. The trace has the total (``format_failures``) and the counts per kind
+(``format_failures_by_step``).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from langchain_core.language_models.chat_models import BaseChatModel
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from ..errors import RCAError
-from ..models.calls import ChatReply, call_chat, reply_text, with_knobs
-from ..models.llamacpp import LlamaCppChatModel, MessagesInput, to_messages
+from ..models.calls import ChatReply, call_chat
+from ..models.llamacpp import LlamaCppChatModel
+from ..models.schemas import (
+    CoTStep,
+    MERAnswer,
+    ReActMove,
+    SearChainPlan,
+    SelfAskMove,
+    ShortAnswer,
+)
+from ..models.structured import (
+    STRUCTURE_TOKENS,
+    StructuredOutput,
+    structured_messages,
+    supports_structured_output,
+)
 from .steps import Update, costs
 
 if TYPE_CHECKING:
@@ -31,116 +47,42 @@ if TYPE_CHECKING:
 
 S = TypeVar("S", bound=BaseModel)
 
-STRUCTURE_TOKENS = 48
-"""Tokens added to a step's budget for the JSON / tool-call syntax around the content."""
 
-
-class SelfAskMove(BaseModel):
-    """The next line of a Self-Ask scratchpad."""
-
-    kind: Literal["follow_up", "final"] = Field(
-        description="'follow_up' to look up one more simple question; 'final' once the "
-        "intermediate answers are enough to answer the question"
+def _has_logprobs(chat: Any) -> bool:
+    fields = getattr(type(chat), "model_fields", {})
+    return callable(getattr(chat, "yes_probability", None)) or (
+        "top_logprobs" in fields and "num_predict" in fields
     )
-    text: str = Field(description="The follow-up question, or the short final answer")
-
-
-class ShortAnswer(BaseModel):
-    """The answer to a question from the given passages."""
-
-    answer: str = Field(description="The answer in a few words, or 'unknown'")
-
-
-def supports_structured_output(chat: BaseChatModel) -> bool:
-    """Whether ``chat``'s class implements structured output itself (not only the base
-    class's default, which needs ``bind_tools``)."""
-    kind = type(chat)
-    return (
-        kind.with_structured_output is not BaseChatModel.with_structured_output
-        or kind.bind_tools is not BaseChatModel.bind_tools
-    )
-
-
-class StructuredOutput:
-    """Per run context: whether loop steps ask the chat model for structured output, and
-    why not when they do not."""
-
-    def __init__(self, chat: BaseChatModel, setting: str) -> None:
-        self.chat = chat
-        self._lock = threading.Lock()
-        self.reason: str | None = None
-        if setting == "off":
-            self.reason = "agents.structured_output is 'off'"
-        elif not supports_structured_output(chat):
-            self.reason = f"{type(chat).__name__} has no structured output"
-
-    @property
-    def enabled(self) -> bool:
-        return self.reason is None
-
-    def note(self) -> str:
-        """One line for the trace."""
-        if self.enabled:
-            return f"structured output: {type(self.chat).__name__}.with_structured_output"
-        return f"structured output: text + parse-and-repair ({self.reason})"
-
-    def call(
-        self, messages: MessagesInput, schema: type[S], *, max_tokens: int
-    ) -> tuple[S | None, ChatReply | None, str | None]:
-        """(object, reply, failure): the step as a ``schema`` object, or None with the reason
-        it failed (then this context stops asking for structured output). ``reply`` is the
-        raw reply (for the trace and token counts) when the model sent one."""
-        if not self.enabled:
-            return None, None, self.reason
-        model, _ = with_knobs(self.chat, max_tokens=max_tokens + STRUCTURE_TOKENS)
-        reply: ChatReply | None = None
-        try:
-            runnable = model.with_structured_output(schema, include_raw=True)
-            out: Any = runnable.invoke(to_messages(messages))
-            raw = out.get("raw")
-            usage = getattr(raw, "usage_metadata", None) or {}
-            parsed = out.get("parsed")
-            text = reply_text(raw) if raw is not None else ""
-            if not text and isinstance(parsed, BaseModel):
-                text = parsed.model_dump_json()
-            reply = ChatReply(
-                text, int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
-            )
-            if isinstance(parsed, schema):
-                return parsed, reply, None
-            failure = f"unparsable structured reply ({out.get('parsing_error')})"
-        except RCAError:
-            raise
-        except Exception as exc:  # NotImplementedError, a backend that rejects the schema, …
-            failure = f"{type(exc).__name__}: {str(exc)[:200]}"
-        with self._lock:
-            self.reason = failure
-        return None, reply, failure
 
 
 def model_notes(ctx: AgentContext) -> list[str]:
-    """What the run's chat model cannot do and how the run makes up for it (for the trace):
-    structured output, and ASU's m samples in one prompt evaluation (llama.cpp's KV cache)
-    or m separate calls."""
+    """What the run's chat model cannot do and how the run makes up for it (one note each,
+    for the trace): structured output; ASU's m samples in one prompt evaluation (llama.cpp's
+    KV cache) or m separate calls; a prefix cache; token log-probabilities."""
+    chat = ctx.chat
+    name = type(chat).__name__
     notes = [ctx.structured.note()]
+    llamacpp = isinstance(chat, LlamaCppChatModel)
     if ctx.strategy == "sunar":
         m = ctx.config.asu.m
-        if isinstance(ctx.chat, LlamaCppChatModel):
+        if llamacpp:
             notes.append(f"ASU: {m} samples per batch from one prompt evaluation (KV cache)")
         else:
             notes.append(
-                f"ASU: {m} separate calls per batch ({type(ctx.chat).__name__} cannot sample "
+                f"ASU: {m} separate calls per batch ({name} cannot sample "
                 "several continuations of one evaluated prompt)"
             )
+    if not llamacpp:
+        notes.append(
+            f"prefix cache: none in this process ({name}); each call sends its whole prompt "
+            "(a model server may still reuse a cached prefix)"
+        )
+    if not _has_logprobs(chat):
+        notes.append(
+            f"token log-probabilities: none ({name}); yes/no judgements read a one-word "
+            "reply instead of P(yes)"
+        )
     return notes
-
-
-def structured_messages(messages: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    """``messages`` with the last human turn asking for the fields instead of a text line."""
-    out = list(messages)
-    role, text = out[-1]
-    out[-1] = (role, text + "\n\nReply with the fields of the requested structure only.")
-    return out
 
 
 def ask_step(
@@ -148,6 +90,7 @@ def ask_step(
     state: AgentState,
     messages: Sequence[tuple[str, str]],
     *,
+    kind: str,
     max_tokens: int,
     stop: Sequence[str] | None = None,
     schema: type[S] | None = None,
@@ -155,11 +98,12 @@ def ask_step(
     """One loop step's chat call: a ``schema`` object when the context uses structured
     output and the model gives one, else the text reply for the loop's parser. Returns
     (object or None, the reply, the state update with the costs of every call made and, after
-    a failed structured call, a note saying the step fell back to text)."""
+    a failed structured call, a note saying the step fell back to text). A structured reply
+    that does not validate is a format failure of ``kind``."""
     update: Update = {}
     if schema is not None and ctx.structured.enabled:
         obj, reply, failure = ctx.structured.call(
-            structured_messages(messages), schema, max_tokens=max_tokens
+            messages, schema, kind=kind, max_tokens=max_tokens
         )
         if obj is not None and reply is not None:
             return obj, reply, costs(state, reply)
@@ -175,6 +119,10 @@ def ask_step(
 
 __all__ = [
     "STRUCTURE_TOKENS",
+    "CoTStep",
+    "MERAnswer",
+    "ReActMove",
+    "SearChainPlan",
     "SelfAskMove",
     "ShortAnswer",
     "StructuredOutput",

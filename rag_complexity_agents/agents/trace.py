@@ -1,5 +1,12 @@
 """The run's JSON trace, built from the final state (or a partial one when a run was cut
-short)."""
+short).
+
+Format keys: ``format_failures`` is the run's total of replies that could not be read as
+their step's structure (each failed reply counts, also one a retry repaired; the definition
+is in :mod:`~rag_complexity_agents.models.structured`), ``format_failures_by_step`` the same
+per step kind, and ``format_errors`` the loop's own count of format breaks it retried or
+stopped on (``agents.max_format_errors``).
+"""
 
 from __future__ import annotations
 
@@ -53,6 +60,7 @@ def build_trace(state: Mapping[str, Any], *, passages: int | None = None) -> dic
         used.setdefault(str(doc.get("id")), doc)
     answer, source = final_answer(state)
     started = state.get("started_at")
+    by_step = {k: int(v) for k, v in sorted((state.get("format_failures") or {}).items()) if v}
     return plain(
         {
             "strategy": options.get("graph") or options.get("loop"),
@@ -65,6 +73,8 @@ def build_trace(state: Mapping[str, Any], *, passages: int | None = None) -> dic
             "loop_answer": state.get("loop_answer", ""),
             "stop_reason": state.get("stop_reason") or "unfinished",
             "format_errors": state.get("format_errors", 0),
+            "format_failures": sum(by_step.values()),
+            "format_failures_by_step": by_step,
             "notes": list(state.get("notes") or []),
             "steps": steps,
             "sub_questions": [s.get("sub_question") for s in steps if s.get("sub_question")],

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from ..components import Components
 from ..config import Config
 from ..models.calls import ChatReply
+from ..models.structured import format_failures, record_format_failure
 from ..text import validate_question
 from .answer import final_answer, mer_node
 from .context import AgentContext, ResourceProvider, check_strategy
@@ -54,7 +55,9 @@ class Think(Generic[P]):
 
     With a ``schema`` (and ``convert`` from a schema object to the parse result) the step
     asks for structured output first when the model supports it
-    (:mod:`~.structured`); the text reply and ``parse`` are the fallback."""
+    (:mod:`~.structured`); the text reply and ``parse`` are the fallback. ``failed`` says
+    when a parse result holds no usable move: that reply is a format failure of ``kind``
+    (:func:`build_loop` sets ``kind`` to the node's name)."""
 
     messages: Callable[[AgentState, AgentContext], Messages]
     parse: Callable[[str], P]
@@ -65,6 +68,8 @@ class Think(Generic[P]):
     skip: Callable[[AgentState], bool] | None = None
     schema: type[BaseModel] | None = None
     convert: Callable[[Any], P] | None = None
+    failed: Callable[[P], bool] | None = None
+    kind: str = "step"
 
     def __call__(self, state: AgentState, ctx: AgentContext) -> Update:
         if self.skip is not None and self.skip(state):
@@ -75,11 +80,14 @@ class Think(Generic[P]):
             ctx,
             state,
             self.messages(state, ctx),
+            kind=self.kind,
             max_tokens=self.max_tokens(ctx),
             stop=self.stop,
             schema=self.schema if self.convert is not None else None,
         )
         parsed = self.convert(obj) if obj is not None and self.convert else self.parse(reply.text)
+        if self.failed is not None and self.failed(parsed):
+            record_format_failure(self.kind)
         return {**update, **self.step(state, ctx, reply, parsed)}
 
 
@@ -112,8 +120,18 @@ class Loop:
 
 
 def _bind(provider: ResourceProvider, fn: NodeFn) -> Callable[..., Update]:
+    """The graph node of ``fn``: resolves the run's context and adds the format failures of
+    the calls ``fn`` made (:func:`~..models.structured.format_failures`) to the state's."""
+
     def node(state: AgentState, config: RunnableConfig, runtime: Any = None) -> Update:
-        return fn(state, provider.context(config, runtime))
+        with format_failures() as tally:
+            update = fn(state, provider.context(config, runtime))
+        if tally:
+            counts = dict(update.get("format_failures", state.get("format_failures") or {}))
+            for kind, count in tally.items():
+                counts[kind] = counts.get(kind, 0) + count
+            update = {**update, "format_failures": counts}
+        return update
 
     return node
 
@@ -151,6 +169,7 @@ def start_node(loop: str, name: str) -> NodeFn:
             "pool": [],
             "candidate_answer": "",
             "format_errors": 0,
+            "format_failures": {},
             "format_hint": False,
             "loop_answer": "",
             "answer_source": "",
@@ -246,6 +265,8 @@ def build_loop(
     for node, fn in loop.nodes.items():
         if node == loop.accept:
             _add_retrieval(graph, provider, node)
+        if isinstance(fn, Think) and fn.kind == "step":
+            fn = replace(fn, kind=node)
         graph.add_node(node, bind(fn))
 
     def after_conclude(state: AgentState, config: RunnableConfig, runtime: Any = None) -> str:

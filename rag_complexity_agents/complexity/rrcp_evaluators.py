@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ConfigError, InputError, ModelNotAvailable
-from ..models.calls import call_chat, parse_yes_no, reply_text
+from ..models.calls import parse_yes_no, reply_text
+from ..models.structured import StructuredOutput, ask_yes_no
 from ..optional import require
 from ..text import STOPWORDS, normalize_answer
 
@@ -92,7 +93,8 @@ def yes_probability(chat: BaseChatModel, messages: Sequence[Any]) -> float:
     """P(the reply is "yes") normalised against "no", from the best source the model offers.
 
     llama.cpp models: next-token probabilities (one forward pass). Ollama models: the first
-    token's ``top_logprobs``. Anything else: the parsed reply (1 / 0, 0.5 if unreadable).
+    token's ``top_logprobs``. Anything else: a Yes/No reply, structured when the model has
+    structured output (1 / 0, 0.5 if unreadable).
     Malformed replies never raise.
     """
     from ..models.llamacpp import LlamaCppChatModel, to_messages
@@ -105,7 +107,8 @@ def yes_probability(chat: BaseChatModel, messages: Sequence[Any]) -> float:
         value = _ollama_yes_probability(chat, msgs)
         if value is not None:
             return value
-    return _yes_score(call_chat(chat, msgs, max_tokens=4, temperature=0.0).text)
+    verdict = ask_yes_no(StructuredOutput(chat), msgs, kind="rrcp_judge")
+    return 0.5 if verdict is None else float(verdict)
 
 
 # --------------------------------------------------------------------------------------------

@@ -26,6 +26,8 @@ from .base import Embedder, Equivalence
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
+    from .structured import StructuredOutput
+
 Rule = Literal["strict", "lenient"]
 Verdict = Literal["entailment", "neutral", "contradiction"]
 
@@ -121,11 +123,22 @@ class NLIEquivalence:
 _YES_NO = re.compile(r"\b(yes|no|contradict\w*)\b", re.IGNORECASE)
 
 
+def _entailment_word(text: str) -> str | None:
+    """The judge's word in a text reply: yes, no or contradiction (None if there is none)."""
+    match = _YES_NO.search(text)
+    if not match:
+        return None
+    word = match.group(1).lower()
+    return "contradiction" if word.startswith("contradict") else word
+
+
 class LLMJudgeEquivalence:
     """The chat model judges entailment in each direction; unreadable replies count as neutral.
 
     Treating an unreadable reply as "neutral" makes the strict rule say "different" and the
-    lenient rule say "same": each rule's conservative reading.
+    lenient rule say "same": each rule's conservative reading. The verdict is an
+    :class:`~.schemas.Entailment` object when the model has structured output (a format
+    failure of kind ``equivalence_judge`` when it cannot be read), else the one-word reply.
     """
 
     name = "llm"
@@ -133,8 +146,12 @@ class LLMJudgeEquivalence:
     def __init__(self, chat: BaseChatModel, rule: Rule = "strict") -> None:
         self.chat = chat
         self.rule = rule
+        self._structured: StructuredOutput | None = None
 
     def verdict(self, premise: str, hypothesis: str, question: str | None) -> Verdict:
+        from .schemas import Entailment
+        from .structured import StructuredOutput, ask_choice
+
         context = f"Question: {question}\n" if question else ""
         prompt = (
             f"{context}Statement 1: {premise}\nStatement 2: {hypothesis}\n"
@@ -142,16 +159,14 @@ class LLMJudgeEquivalence:
             "question? Reply with one word: Yes, No, or Contradiction (if they cannot both "
             "be true)."
         )
-        from .calls import call_chat
-
-        text = call_chat(self.chat, prompt, temperature=0.0, max_tokens=4).text
-        match = _YES_NO.search(text)
-        if not match:
-            return "neutral"
-        word = match.group(1).lower()
+        if self._structured is None:
+            self._structured = StructuredOutput(self.chat)
+        word = ask_choice(
+            self._structured, prompt, Entailment, _entailment_word, kind="equivalence_judge"
+        )
         if word == "yes":
             return "entailment"
-        return "contradiction" if word.startswith("contradict") else "neutral"
+        return "contradiction" if word == "contradiction" else "neutral"
 
     def equivalent(self, a: str, b: str, *, question: str | None = None) -> bool:
         if normalize_answer(a) == normalize_answer(b):

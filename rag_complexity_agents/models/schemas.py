@@ -76,12 +76,13 @@ class SearChainPlan(BaseModel):
 
 
 class CoTStep(BaseModel):
-    """One IRCoT reasoning sentence, and the answer once the sentence gives it."""
+    """One IRCoT reasoning sentence (the loop reads the answer from its answer pattern, as
+    from a text reply)."""
 
-    sentence: str = Field(max_length=THOUGHT_CHARS, description="The next reasoning sentence")
-    answer: str = Field(
-        max_length=ANSWER_CHARS,
-        description="The short answer when this sentence concludes it, else ''",
+    sentence: str = Field(
+        max_length=THOUGHT_CHARS,
+        description="The next reasoning sentence; once the passages give the answer, end it "
+        "with 'So the answer is: <short answer>.'",
     )
 
 

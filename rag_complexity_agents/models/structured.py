@@ -34,9 +34,9 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from pydantic import BaseModel
 
 from ..errors import RCAError
-from .calls import ChatReply, call_chat, reply_text, with_knobs
+from .calls import ChatReply, call_chat, parse_yes_no, reply_text, with_knobs
 from .llamacpp import MessagesInput, to_messages
-from .schemas import format_instruction, json_schema_of, json_token_bound
+from .schemas import YesNo, format_instruction, json_schema_of, json_token_bound
 
 S = TypeVar("S", bound=BaseModel)
 
@@ -68,9 +68,10 @@ def supports_structured_output(chat: BaseChatModel) -> bool:
     """Whether ``chat``'s class implements structured output itself (not only the base
     class's default, which needs ``bind_tools``)."""
     kind = type(chat)
-    return (
-        kind.with_structured_output is not BaseChatModel.with_structured_output
-        or kind.bind_tools is not BaseChatModel.bind_tools
+    own = getattr(kind, "with_structured_output", None)
+    tools = getattr(kind, "bind_tools", None)
+    return (own is not None and own is not BaseChatModel.with_structured_output) or (
+        tools is not None and tools is not BaseChatModel.bind_tools
     )
 
 
@@ -184,10 +185,25 @@ def ask_choice(
     return verdict
 
 
+def _yes_no_word(text: str) -> str | None:
+    verdict = parse_yes_no(text)
+    return None if verdict is None else ("yes" if verdict else "no")
+
+
+def ask_yes_no(
+    structured: StructuredOutput, messages: MessagesInput, *, kind: str, max_tokens: int = 4
+) -> bool | None:
+    """A yes/no judge's verdict through :func:`ask_choice` (:class:`~.schemas.YesNo`, or the
+    text reply read by :func:`~.calls.parse_yes_no`); None when it could not be read."""
+    word = ask_choice(structured, messages, YesNo, _yes_no_word, kind=kind, max_tokens=max_tokens)
+    return None if word is None else word == "yes"
+
+
 __all__ = [
     "STRUCTURE_TOKENS",
     "StructuredOutput",
     "ask_choice",
+    "ask_yes_no",
     "format_failures",
     "record_format_failure",
     "structured_budget",

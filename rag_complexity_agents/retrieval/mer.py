@@ -28,8 +28,13 @@ from ..types import Chunk, ScoredDoc
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
+    from ..models.calls import ChatReply
+    from ..models.structured import StructuredOutput
+
 FINAL_MARKER = "[Final Answer]:"
 REASONING_MARKER = "[Reasoning]:"
+STOP = ["\nQuestion:", "\nReasoning path so far:", "\n---"]
+"""Where a text reply ends: before the model starts another case."""
 
 ScoreFn = Callable[[str, Sequence[Chunk]], np.ndarray]
 Evidence = ScoredDoc | Chunk | str
@@ -209,7 +214,7 @@ def build_mer_messages(
 # Answer extraction
 # --------------------------------------------------------------------------------------------
 
-ExtractionMethod = Literal["marker", "answer_is", "answer_line", "last_line", "empty"]
+ExtractionMethod = Literal["structured", "marker", "answer_is", "answer_line", "last_line", "empty"]
 
 # Every pattern is linear: an unbounded run of whitespace is only matched right after a literal
 # (never twice in a row, never at each start position), so no input makes them backtrack.
@@ -378,11 +383,23 @@ class MetaEvidenceReasoner:
         exemplars: Sequence[MERExemplar] = DEFAULT_EXEMPLARS,
         max_tokens: int = 256,
         max_evidence_chars: int = 700,
+        structured: StructuredOutput | None = None,
     ) -> None:
         self.chat = chat
         self.exemplars = tuple(exemplars)
         self.max_tokens = max_tokens
         self.max_evidence_chars = max_evidence_chars
+        self._structured = structured
+
+    @property
+    def structured(self) -> StructuredOutput:
+        """Whether the reasoner asks its chat model for a :class:`MERAnswer` object (a run
+        context's holder when one was given, else the reasoner's own)."""
+        if self._structured is None:
+            from ..models.structured import StructuredOutput
+
+            self._structured = StructuredOutput(self.chat)
+        return self._structured
 
     def messages(
         self,
@@ -398,21 +415,48 @@ class MetaEvidenceReasoner:
             max_evidence_chars=self.max_evidence_chars,
         )
 
+    def reply(
+        self,
+        question: str,
+        reasoning_path: Sequence[tuple[str, str]],
+        evidence: Sequence[Evidence],
+    ) -> tuple[ExtractedAnswer, str, list[ChatReply]]:
+        """(answer, output text, every chat reply it took). A :class:`MERAnswer` object when
+        the model gives structured output (the output text is then written with the
+        markers), else the text reply read by :func:`extract_final_answer`. A structured
+        reply that does not validate or has no answer, and a text reply without an answer
+        after the marker, are format failures of kind ``mer``."""
+        from ..models.calls import call_chat
+        from ..models.schemas import MERAnswer
+        from ..models.structured import record_format_failure
+
+        messages = self.messages(question, reasoning_path, evidence)
+        replies: list[ChatReply] = []
+        if self.structured.enabled:
+            obj, raw, _ = self.structured.call(
+                messages, MERAnswer, kind="mer", max_tokens=self.max_tokens
+            )
+            replies.extend([raw] if raw is not None else [])
+            answer = _clean(obj.answer) if obj is not None else ""
+            if obj is not None and answer:
+                output = f"{REASONING_MARKER} {obj.reasoning}\n{FINAL_MARKER} {answer}"
+                return ExtractedAnswer(answer, "structured"), output, replies
+            if obj is not None:
+                record_format_failure("mer")
+        text = call_chat(self.chat, messages, max_tokens=self.max_tokens, stop=STOP)
+        replies.append(text)
+        extracted = extract_final_answer(text.text)
+        if extracted.method != "marker":
+            record_format_failure("mer")
+        return extracted, text.text, replies
+
     def __call__(
         self,
         question: str,
         reasoning_path: Sequence[tuple[str, str]],
         evidence: Sequence[Evidence],
     ) -> MERResult:
-        from ..models.calls import call_chat
-
-        output = call_chat(
-            self.chat,
-            self.messages(question, reasoning_path, evidence),
-            max_tokens=self.max_tokens,
-            stop=["\nQuestion:", "\nReasoning path so far:"],
-        ).text
-        extracted = extract_final_answer(output)
+        extracted, output, _ = self.reply(question, reasoning_path, evidence)
         ids = [e.id for e in evidence if isinstance(e, ScoredDoc | Chunk)]
         return MERResult(extracted.answer, extracted.method, output, ids)
 

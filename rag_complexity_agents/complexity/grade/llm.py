@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ModelCallError, ModelNotAvailable, ModelServerError
-from ...models.calls import call_chat, parse_yes_no
+from ...models.calls import call_chat
+from ...models.structured import StructuredOutput, ask_yes_no
 from .prompts import Messages
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ class StepLLM:
         self.calls: Counter[str] = Counter()
         self.hits: Counter[str] = Counter()
         self._identity: str | None = None
+        self._structured: StructuredOutput | None = None
 
     def _key(self, step: str, messages: Messages, **params: Any) -> str:
         if self._identity is None:
@@ -92,8 +94,9 @@ class StepLLM:
         return value if isinstance(value, str) else None
 
     def yes(self, step: str, messages: Messages) -> float | None:
-        """P(yes) from next-token probabilities when the model offers them, else a parsed
-        Yes/No reply (1.0 / 0.0); None when neither works (counted)."""
+        """P(yes) from next-token probabilities when the model offers them, else a Yes/No
+        reply (a structured one when the model has structured output; 1.0 / 0.0); None when
+        neither works (counted)."""
         key = self._key(step, messages, judge="yes")
         unparseable = False
 
@@ -102,9 +105,9 @@ class StepLLM:
             probability = getattr(self.chat, "yes_probability", None)
             if callable(probability):
                 return float(probability(messages))
-            verdict = parse_yes_no(
-                call_chat(self.chat, messages, max_tokens=3, temperature=0.0).text
-            )
+            if self._structured is None:
+                self._structured = StructuredOutput(self.chat)
+            verdict = ask_yes_no(self._structured, messages, kind=f"{step}_judge", max_tokens=3)
             unparseable = verdict is None
             return None if verdict is None else float(verdict)
 

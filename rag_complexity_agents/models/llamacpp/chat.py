@@ -304,7 +304,7 @@ class LlamaCppChatModel(BaseChatModel):
         chunk = ChatGenerationChunk(
             message=AIMessageChunk(
                 content=message.content,
-                tool_call_chunks=tool_chunks,  # type: ignore[arg-type]
+                tool_call_chunks=tool_chunks,
                 usage_metadata=message.usage_metadata,
                 response_metadata=message.response_metadata,
                 chunk_position="last",
