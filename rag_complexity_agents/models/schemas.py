@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 QUERY_CHARS = 200
 ANSWER_CHARS = 100
 THOUGHT_CHARS = 300
-CHAIN_NODES = 4
+CHAIN_NODES = 3
 
 
 class SelfAskMove(BaseModel):
@@ -57,10 +57,8 @@ class ReActMove(BaseModel):
 class ChainStep(BaseModel):
     """One node of a SearChain chain."""
 
-    query: str = Field(max_length=QUERY_CHARS, description="A simple question")
-    answer: str = Field(
-        max_length=ANSWER_CHARS, description="Its short answer, or '' when it is not known"
-    )
+    query: str = Field(max_length=120, description="A simple question")
+    answer: str = Field(max_length=60, description="Its short answer, or '' when it is not known")
 
 
 class SearChainPlan(BaseModel):
