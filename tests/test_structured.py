@@ -365,3 +365,15 @@ def test_create_react_agent_calls_a_tool_with_the_packaged_model(qwen: Any) -> N
     calls = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
     assert calls and calls[0].tool_calls[0]["name"] == "search" and seen
     assert any(isinstance(m, ToolMessage) and m.content == SPIRITED for m in messages)
+
+
+def test_a_marked_line_inside_a_structured_move_counts_as_its_marker() -> None:
+    from rag_complexity_agents.agents.self_ask import _from_move
+
+    final = _from_move(SelfAskMove(kind="follow_up", text="So the final answer is: Koganei"))
+    assert (final.kind, final.answer) == ("final", "Koganei")
+    follow = _from_move(SelfAskMove(kind="final", text="Follow up: Who directed it?"))
+    assert (follow.kind, follow.follow_up) == ("follow_up", "Who directed it?")
+    plain = _from_move(SelfAskMove(kind="follow_up", text="Who directed Spirited Away?"))
+    assert (plain.kind, plain.follow_up) == ("follow_up", "Who directed Spirited Away?")
+    assert _from_move(SelfAskMove(kind="final", text="  ")).kind == "none"

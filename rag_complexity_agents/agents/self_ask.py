@@ -88,7 +88,12 @@ def _decide(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: Self
 
 
 def _from_move(move: SelfAskMove) -> SelfAskParse:
-    """A structured Self-Ask line as the parser's result (empty text: no move)."""
+    """A structured Self-Ask line as the parser's result (empty text: no move). A text that
+    is itself a marked scratchpad line ('So the final answer is: …', 'Follow up: …') counts
+    as what its marker says: a small model sometimes writes the line format into the field."""
+    marked = parse_self_ask(move.text)
+    if marked.kind != "none" and not marked.lenient:
+        return marked
     if move.kind == "follow_up" and (query := clean_query(move.text)):
         return SelfAskParse("follow_up", follow_up=query)
     if move.kind == "final" and (answer := clean_answer(move.text)):

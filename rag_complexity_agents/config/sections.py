@@ -291,9 +291,10 @@ class AgentsConfig(BaseModel):
     )
     structured_output: Literal["auto", "off"] = Field(
         "auto",
-        description="'auto': Self-Ask steps and sub-answers ask the chat model for a typed "
-        "object when its class implements with_structured_output / bind_tools (JSON schema or "
-        "tool calling), falling back to text + parse-and-repair; 'off': always text.",
+        description="'auto': every structured step (loop moves, sub-answers, MER) asks the "
+        "chat model for a typed object when its class implements with_structured_output / "
+        "bind_tools (llama.cpp grammar, JSON schema or tool calling), falling back to text + "
+        "parse-and-repair; 'off': always text.",
     )
     profile: Literal["cpu", "paper"] = Field(
         "cpu",

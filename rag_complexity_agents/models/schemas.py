@@ -2,7 +2,8 @@
 helpers for a JSON schema: the instruction line that tells a model its fields, and a bound on
 the tokens of a JSON text it allows.
 
-String fields carry a ``max_length``: under a grammar (llama.cpp) or a JSON-schema ``format``
+String fields carry a ``max_length`` (and a ``min_length`` where an empty string would say
+nothing): under a grammar (llama.cpp) or a JSON-schema ``format``
 (Ollama) a reply then fits the token budget of :func:`json_token_bound`, so it is not cut off
 in the middle of its JSON.
 """
@@ -28,7 +29,9 @@ class SelfAskMove(BaseModel):
         "intermediate answers are enough to answer the question"
     )
     text: str = Field(
-        max_length=QUERY_CHARS, description="The follow-up question, or the short final answer"
+        min_length=1,
+        max_length=QUERY_CHARS,
+        description="The follow-up question, or the short final answer",
     )
 
 
@@ -36,7 +39,7 @@ class ShortAnswer(BaseModel):
     """The answer to a question from the given passages."""
 
     answer: str = Field(
-        max_length=ANSWER_CHARS, description="The answer in a few words, or 'unknown'"
+        min_length=1, max_length=ANSWER_CHARS, description="The answer in a few words, or 'unknown'"
     )
 
 
@@ -49,6 +52,7 @@ class ReActMove(BaseModel):
         "sentence with a keyword in the passages so far, 'finish' to give the answer"
     )
     argument: str = Field(
+        min_length=1,
         max_length=QUERY_CHARS,
         description="The search query, the lookup keyword, or the short final answer",
     )
@@ -78,6 +82,7 @@ class CoTStep(BaseModel):
     from a text reply)."""
 
     sentence: str = Field(
+        min_length=1,
         max_length=THOUGHT_CHARS,
         description="The next reasoning sentence; once the passages give the answer, end it "
         "with 'So the answer is: <short answer>.'",
@@ -90,7 +95,9 @@ class MERAnswer(BaseModel):
     reasoning: str = Field(
         max_length=400, description="The evidence sentences that matter and the reasoning"
     )
-    answer: str = Field(max_length=ANSWER_CHARS, description="The short, precise final answer")
+    answer: str = Field(
+        min_length=1, max_length=ANSWER_CHARS, description="The short, precise final answer"
+    )
 
 
 class YesNo(BaseModel):
