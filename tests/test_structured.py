@@ -57,9 +57,12 @@ class StructuredChat(ScriptedChat):
     one that does not validate comes back with ``parsed=None``)."""
 
     objects: Any = None
-    asked: list[str] = []  # noqa: RUF012 - schema names asked for, in order
+    asked: list[str] = []  # noqa: RUF012 - schema names asked for, in order (shared by copies)
+    budgets: list[int] = []  # noqa: RUF012 - the max_tokens of each structured call
 
     def with_structured_output(self, schema: Any, *, include_raw: bool = False, **_: Any) -> Any:
+        self.budgets.append(self.max_tokens)
+
         def reply(messages: Any) -> dict[str, Any]:
             self.asked.append(schema.__name__)
             data = self.objects(schema.__name__, self.asked.count(schema.__name__))
@@ -238,6 +241,17 @@ def test_structured_chain_nodes_without_an_answer_are_unsolved() -> None:
         ("Who directed it?", None, True)
     ]
     assert parsed.kind == "chain"
+
+
+def test_a_structured_call_gets_the_budget_of_its_schema() -> None:
+    from rag_complexity_agents.models.structured import structured_budget
+
+    chat = StructuredChat(
+        script=Script(), objects=objects_from({"ShortAnswer": [{"answer": "x"}]}), max_tokens=8
+    )
+    obj, _, _ = StructuredOutput(chat).call("q?", ShortAnswer, kind="k", max_tokens=4)
+    assert obj == ShortAnswer(answer="x") and chat.max_tokens == 8
+    assert chat.budgets == [structured_budget(ShortAnswer, 4)] and chat.budgets[0] >= 4 + 48
 
 
 def test_judges_count_unreadable_verdicts() -> None:

@@ -91,6 +91,15 @@ def structured_budget(schema: Any, max_tokens: int) -> int:
     return max(max_tokens + STRUCTURE_TOKENS, bound)
 
 
+def _with_fields(chat: BaseChatModel, **knobs: Any) -> BaseChatModel:
+    """``chat`` with the knobs set as fields (a structured-output runnable does not pass call
+    arguments on to the model); knobs the model has no field for are left out."""
+    model, kwargs = with_knobs(chat, **knobs)
+    fields = getattr(type(model), "model_fields", {})
+    update = {k: v for k, v in kwargs.items() if k in fields}
+    return model.model_copy(update=update) if update else model
+
+
 class StructuredOutput:
     """Whether a holder (a run context, a judge) asks its chat model for structured output,
     and why not when it does not."""
@@ -130,15 +139,13 @@ class StructuredOutput:
         field instruction (:func:`structured_messages`)."""
         if not self.enabled:
             return None, None, self.reason
-        model, kwargs = with_knobs(
-            self.chat,
-            max_tokens=structured_budget(schema, max_tokens),
-            temperature=temperature,
+        model = _with_fields(
+            self.chat, max_tokens=structured_budget(schema, max_tokens), temperature=temperature
         )
         reply: ChatReply | None = None
         try:
             runnable = model.with_structured_output(schema, include_raw=True)
-            out: Any = runnable.invoke(structured_messages(messages, schema), **kwargs)
+            out: Any = runnable.invoke(structured_messages(messages, schema))
             raw = out.get("raw")
             usage = getattr(raw, "usage_metadata", None) or {}
             parsed = out.get("parsed")
