@@ -196,6 +196,12 @@ def test_substitute_answers_replaces_back_references() -> None:
 
 def test_as_question_rewrites_knowledge_base_steps_only() -> None:
     assert as_question("Mountrail County >> capital") == "What is the capital of Mountrail County?"
+    assert (
+        as_question("Jerzy Skolimowski >> educated at") == "Where was Jerzy Skolimowski educated?"
+    )
+    assert as_question("Van Hook Township >> located in the administrative territorial entity") == (
+        "In which administrative territorial entity is Van Hook Township located?"
+    )
     assert as_question(" who plays scarlett ") == "who plays scarlett"
     assert as_question(">> capital") == ">> capital"
 

@@ -12,11 +12,12 @@ Both use the single-step reader (same prompt, same ``answer.passage_chars`` cut,
   retrieval in the loop, its distance to ``gold_evidence`` is retrieval's loss; a loop's
   distance to it is decomposition's loss.
 
-Sub-questions in the knowledge-base form ``"<entity> >> <relation>"`` (most of MuSiQue's
-single-hop steps and every 2Wiki step) are asked as ``"What is the <relation> of
-<entity>?"`` (:func:`as_question`), one fixed template with no per-relation wording. Traces
-keep each step (asked question, answer, gold answers, whether it was covered) for the
-analysis of where a chain breaks.
+Sub-questions in the knowledge-base form ``"<entity> >> <relation>"`` (a third of MuSiQue's
+steps and every 2Wiki step) are asked as ``"What is the <relation> of <entity>?"``
+(:func:`as_question`); the Wikidata relations that are not nouns ("educated at", "shares
+border with", ...) have their own wording in :data:`RELATION_QUESTIONS`, one table for every
+dataset. Traces keep each step (asked question, answer, gold answers, whether it was
+covered) for the analysis of where a chain breaks.
 """
 
 from __future__ import annotations
@@ -39,6 +40,31 @@ if TYPE_CHECKING:
 _BACKREF = re.compile(r"#(\d+)")
 _KB_STEP = " >> "
 
+#: Questions for the Wikidata relations of MuSiQue / 2Wiki steps that do not read as nouns
+#: ("What is the <relation> of X?" covers the nouns: spouse, capital, place of birth, ...).
+RELATION_QUESTIONS: dict[str, str] = {
+    "located in the administrative territorial entity": (
+        "In which administrative territorial entity is {entity} located?"
+    ),
+    "located on terrain feature": "On which terrain feature is {entity} located?",
+    "shares border with": "What shares a border with {entity}?",
+    "educated at": "Where was {entity} educated?",
+    "owned by": "Who owns {entity}?",
+    "part of": "What is {entity} part of?",
+    "has part": "What are the parts of {entity}?",
+    "capital of": "What is {entity} the capital of?",
+    "member of": "What is {entity} a member of?",
+    "member of sports team": "Which sports team is {entity} a member of?",
+    "member of political party": "Which political party is {entity} a member of?",
+    "followed by": "What followed {entity}?",
+    "named after": "What is {entity} named after?",
+    "award received": "What award did {entity} receive?",
+    "position held": "What position did {entity} hold?",
+    "cast member": "Who is a cast member of {entity}?",
+    "work location": "Where did {entity} work?",
+    "location of formation": "Where was {entity} formed?",
+}
+
 
 def substitute_answers(question: str, answers: Sequence[str]) -> str:
     """``question`` with every ``#k`` replaced by ``answers[k-1]`` (1-based, as in MuSiQue).
@@ -55,12 +81,13 @@ def substitute_answers(question: str, answers: Sequence[str]) -> str:
 
 
 def as_question(step: str) -> str:
-    """A sub-question as asked: ``"X >> relation"`` → ``"What is the relation of X?"``;
-    anything else unchanged (whitespace trimmed)."""
-    entity, sep, relation = step.partition(_KB_STEP)
-    if not sep or not entity.strip() or not relation.strip():
+    """A sub-question as asked: ``"X >> relation"`` → ``"What is the relation of X?"`` (or
+    the relation's :data:`RELATION_QUESTIONS` wording); anything else unchanged (trimmed)."""
+    entity, sep, relation = (part.strip() for part in step.partition(_KB_STEP))
+    if not sep or not entity or not relation:
         return step.strip()
-    return f"What is the {relation.strip()} of {entity.strip()}?"
+    template = RELATION_QUESTIONS.get(relation.lower(), "What is the {relation} of {entity}?")
+    return template.format(relation=relation, entity=entity)
 
 
 class _GivenPassages:
@@ -179,6 +206,7 @@ class GoldDecomposition(RecordStrategy):
 
 
 __all__ = [
+    "RELATION_QUESTIONS",
     "GoldDecomposition",
     "GoldEvidence",
     "as_question",
