@@ -536,6 +536,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
         spec: make_config(args, spec).with_overrides({"collection": collection})
         for spec in dict.fromkeys(p.model for p in plan)
     }
+    failed: list[str] = []
     for spec in dict.fromkeys(p.model for p in todo):
         config = configs[spec]
         parts = EvalComponents(config, llm_cache=open_llm_cache(config))
@@ -546,15 +547,19 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
                 f"→ {out}",
                 flush=True,
             )
-            evaluate(
-                config,
-                planned.strategy,
-                planned.dataset,
-                out=out,
-                limit=planned.limit,
-                progress=not args.quiet,
-                components=parts,
-            )
+            try:
+                evaluate(
+                    config,
+                    planned.strategy,
+                    planned.dataset,
+                    out=out,
+                    limit=planned.limit,
+                    progress=not args.quiet,
+                    components=parts,
+                )
+            except RCAError as exc:  # e.g. a strategy that cannot run here: go on with the rest
+                print(f"error: {planned.dataset} × {planned.strategy}: {exc}", flush=True)
+                failed.append(f"{planned.dataset} × {planned.strategy} × {spec}")
         del parts  # one model's weights and index at a time
 
     rows: list[dict[str, Any]] = []
@@ -587,6 +592,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
         "plan": [_plan_entry(p) for p in plan],
         "rows": rows,
         "pending": pending,
+        "failed": failed,
         "corpus": corpus,
         "command": command.strip(),
         "machine": machine(),
@@ -611,6 +617,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     md_path = out.with_suffix(".md")
     md_path.write_text(render_markdown(result, read_analysis(md_path)), encoding="utf-8")
     print(f"wrote {out} and {md_path}")
+    if result["failed"]:
+        print(f"rows that failed this time: {', '.join(result['failed'])}", file=sys.stderr)
     for row in result["rows"]:
         print(
             f"{row['dataset']:30s} {row['strategy']:24s} {_short_model(row['model']):20s} "
@@ -618,7 +626,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"R@5={row['evidence_recall_at_5']} calls={row['llm_calls']} "
             f"s/q={row['seconds_per_question']} breaks={row['breaks']} errors={row['errors']}"
         )
-    return 0
+    return 1 if result["failed"] else 0
 
 
 if __name__ == "__main__":

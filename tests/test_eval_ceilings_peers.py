@@ -21,7 +21,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field
 
 from rag_complexity_agents.config import Config
-from rag_complexity_agents.errors import InputError, ModelServerError
+from rag_complexity_agents.errors import ConfigError, InputError, ModelServerError
 from rag_complexity_agents.eval.ceilings import (
     GoldDecomposition,
     GoldEvidence,
@@ -450,10 +450,10 @@ def test_react_agent_peer_records_a_break_as_a_wrong_answer() -> None:
     assert result.trace["peer_break"]["type"] == "GraphRecursionError"
     assert result.trace["retrieval_calls"] == Config().agents.max_steps
 
-    # a chat model without tool calling breaks at once
-    plain = ReaderChat(answer=lambda human: "x")
-    broken = ReactAgentPeer(_parts(plain))("q?")
-    assert broken.answer == "" and broken.trace["peer_break"]["type"] == "NotImplementedError"
+
+def test_react_agent_peer_refuses_a_model_without_tool_calling() -> None:
+    with pytest.raises(ConfigError, match="bind_tools"):
+        ReactAgentPeer(_parts(ReaderChat(answer=lambda human: "x")))
 
 
 def test_peers_let_backend_failures_stop_the_run() -> None:

@@ -11,8 +11,8 @@ the same first stage as single-step (``answer.passages`` passages per search, cu
   (:class:`~rag_complexity_agents.integrations.llamaindex.LangChainChatLLM`).
 * ``langgraph_react_agent`` (:class:`ReactAgentPeer`) — LangGraph's prebuilt
   ``create_react_agent`` with one ``search`` tool over the first stage and a short system
-  prompt asking for the answer only; it needs the chat model's ``bind_tools``. At most
-  ``agents.max_steps`` tool rounds (the graph's recursion limit).
+  prompt asking for the answer only; it needs the chat model's ``bind_tools`` (ConfigError
+  when built without it). At most ``agents.max_steps`` tool rounds (the recursion limit).
 
 Their answers are free text (no grammar), so a reply the framework cannot parse — invalid
 sub-question JSON, a malformed tool call, the recursion limit — makes the framework raise.
@@ -38,6 +38,7 @@ from langchain_core.language_models import BaseChatModel
 
 from ..agents.prompts.single_step import format_passages
 from ..agents.single_step import extract_short_answer
+from ..errors import ConfigError
 from ..models.calls import reply_text
 from ..types import RunResult, ScoredDoc
 from .runner import FATAL_ERRORS
@@ -215,9 +216,22 @@ def _logged_retriever_class() -> type[Any]:
 
 
 class ReactAgentPeer(_Peer):
-    """LangGraph's prebuilt ``create_react_agent`` with a first-stage search tool."""
+    """LangGraph's prebuilt ``create_react_agent`` with a first-stage search tool.
+
+    Needs a chat model whose class implements ``bind_tools``; without it the peer cannot run
+    at all (ConfigError when built), which is not a break on the model's output.
+    """
 
     strategy = "langgraph_react_agent"
+
+    def __init__(self, parts: EvalComponents) -> None:
+        super().__init__(parts)
+        kind = type(parts.chat)
+        if kind.bind_tools is BaseChatModel.bind_tools:
+            raise ConfigError(
+                f"langgraph_react_agent needs a chat model with tool calling, and "
+                f"{kind.__name__} does not implement bind_tools"
+            )
 
     def _answer(self, question: str, chat: BaseChatModel, log: SearchLog) -> tuple[str, str]:
         from langchain_core.tools import StructuredTool
