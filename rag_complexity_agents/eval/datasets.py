@@ -43,6 +43,28 @@ DATASET_ALIASES: dict[str, str] = {
     "cc": "compositional_celebrities",
 }
 
+
+@dataclass(frozen=True)
+class DatasetSubset:
+    """The questions of one dataset file that have one of ``qtypes`` (``QARecord.qtype``),
+    in file order; usable wherever a dataset name is (``rca eval run --dataset NAME``)."""
+
+    name: str
+    dataset: str
+    qtypes: tuple[str, ...]
+
+    def select(self, records: Iterable[QARecord]) -> list[QARecord]:
+        return [r for r in records if r.qtype in self.qtypes]
+
+
+#: Named subsets (a key of :data:`DATASET_FILES` + question types).
+DATASET_SUBSETS: dict[str, DatasetSubset] = {
+    "2wikimultihopqa_compositional": DatasetSubset(
+        "2wikimultihopqa_compositional", "2wikimultihopqa", ("compositional",)
+    ),
+}
+_SUBSET_ALIASES: dict[str, str] = {"2wiki_compositional": "2wikimultihopqa_compositional"}
+
 _PARAGRAPH_ID_PREFIX = "p"
 _PARAGRAPH_ID_HEX = 16
 
@@ -152,6 +174,12 @@ def canonical_dataset_name(name: str) -> str | None:
     key = name.strip().lower().replace("-", "_")
     key = DATASET_ALIASES.get(key, key)
     return key if key in DATASET_FILES else None
+
+
+def dataset_subset(name: str | Path) -> DatasetSubset | None:
+    """The :class:`DatasetSubset` called ``name`` (or an alias), or None."""
+    key = str(name).strip().lower().replace("-", "_")
+    return DATASET_SUBSETS.get(_SUBSET_ALIASES.get(key, key))
 
 
 def resolve_dataset(name_or_path: str | Path, data_dir: str | Path | None = None) -> Path:
@@ -320,6 +348,30 @@ def parse_record(raw: Mapping[str, Any], *, where: str = "record") -> QARecord:
     )
 
 
+def gold_decomposition(record: QARecord) -> tuple[DecompositionStep, ...] | None:
+    """The dataset's own sub-questions of ``record``, or None when it has none.
+
+    MuSiQue ships them (``decomposition``). For 2WikiMultiHopQA *compositional* questions they
+    are read off the chain of ``evidences`` triples (subject, relation, object): step 1 is
+    ``"<subject> >> <relation>"`` and step k > 1 ``"#<k-1> >> <relation>"`` (MuSiQue's form,
+    ``#k`` standing for the answer of step k), each with the triple's object as gold answer.
+    The other 2Wiki types (comparison, inference) are not chains, so they get None.
+    """
+    if record.decomposition:
+        return record.decomposition
+    triples = record.extra.get("evidences")
+    if record.qtype != "compositional" or not isinstance(triples, list) or len(triples) < 2:
+        return None
+    steps = []
+    for position, triple in enumerate(triples):
+        if not isinstance(triple, list | tuple) or len(triple) != 3:
+            return None
+        subject, relation, obj = (str(part).strip() for part in triple)
+        head = subject if position == 0 else f"#{position}"
+        steps.append(DecompositionStep(question=f"{head} >> {relation}", answers=(obj,)))
+    return tuple(steps)
+
+
 def iter_records(path: str | Path) -> Iterator[QARecord]:
     """Records of one JSONL file in file order; CorpusError names the file and line."""
     path = Path(path).expanduser()
@@ -420,13 +472,17 @@ def build_pooled_corpus(records: Iterable[QARecord], *, title_in_text: bool = Tr
 
 __all__ = [
     "DATASET_FILES",
+    "DATASET_SUBSETS",
+    "DatasetSubset",
     "DecompositionStep",
     "Paragraph",
     "PooledCorpus",
     "QARecord",
     "build_pooled_corpus",
     "canonical_dataset_name",
+    "dataset_subset",
     "default_data_dir",
+    "gold_decomposition",
     "is_paragraph_id",
     "iter_records",
     "load_records",

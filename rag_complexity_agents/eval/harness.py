@@ -13,7 +13,7 @@ from typing import Any
 from ..config import Config, answer_neutral_keys
 from ..errors import InputError
 from .cache import LLMCallCache
-from .datasets import default_data_dir, load_records, resolve_dataset
+from .datasets import dataset_subset, default_data_dir, load_records, resolve_dataset
 from .runner import RunSummary, run_eval
 from .strategies import EvalComponents, build_strategy, get_strategy_spec
 
@@ -44,7 +44,7 @@ def semantic_settings(config: Config, *, uses_retrieval: bool = True) -> dict[st
 
 
 def run_fingerprint(config: Config, strategy: str, dataset_file: str | Path) -> str:
-    """Short hash of (strategy, dataset file name, answer-relevant settings)."""
+    """Short hash of (strategy, dataset file or subset name, answer-relevant settings)."""
     uses_retrieval = get_strategy_spec(strategy).uses_retrieval
     payload = {
         "strategy": strategy,
@@ -98,22 +98,30 @@ def evaluate(
 ) -> EvalOutcome:
     """Run ``strategy`` over records ``offset .. offset + limit`` of ``dataset``.
 
-    ``dataset`` is a file or a short name resolved in ``eval.data_dir``; ``out`` defaults to
-    :func:`default_run_path`. Safe to call again: finished questions are skipped.
+    ``dataset`` is a file, a short name resolved in ``eval.data_dir`` or the name of a
+    :data:`~.datasets.DATASET_SUBSETS` subset (then offset and limit count within the subset,
+    and the subset's name replaces the file's in the fingerprint and the default run path);
+    ``out`` defaults to :func:`default_run_path`. Safe to call again: finished questions are
+    skipped.
     """
     spec = get_strategy_spec(strategy)
-    dataset_file = resolve_dataset(dataset, config.eval.data_dir or default_data_dir())
+    subset = dataset_subset(dataset)
+    dataset_file = resolve_dataset(
+        subset.dataset if subset else dataset, config.eval.data_dir or default_data_dir()
+    )
     all_records = load_records(dataset_file)
     if offset < 0 or (limit is not None and limit < 0):
         raise InputError("--offset and --limit must be zero or positive")
-    selected = all_records[offset : None if limit is None else offset + limit]
-    fingerprint = run_fingerprint(config, strategy, dataset_file)
-    target = Path(out) if out is not None else default_run_path(config, strategy, dataset_file)
+    pool = subset.select(all_records) if subset else all_records
+    selected = pool[offset : None if limit is None else offset + limit]
+    label: str | Path = subset.name if subset else dataset_file
+    fingerprint = run_fingerprint(config, strategy, label)
+    target = Path(out) if out is not None else default_run_path(config, strategy, label)
     parts = components or EvalComponents(config, llm_cache=open_llm_cache(config))
     built = build_strategy(strategy, parts)
     datasets = sorted({r.dataset for r in all_records})
     meta: dict[str, Any] = {
-        "dataset": ",".join(datasets),
+        "dataset": subset.name if subset else ",".join(datasets),
         "dataset_file": str(dataset_file),
         "model": config.models.chat,
         "collection": config.collection if spec.uses_retrieval else None,

@@ -247,6 +247,27 @@ def mean_ci(
     return Estimate(mean, float(lo), float(hi), int(data.size))
 
 
+def paired_difference(
+    values: Sequence[float],
+    baseline: Sequence[float],
+    *,
+    level: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> Estimate | None:
+    """Mean of ``values[i] - baseline[i]`` with a paired percentile-bootstrap interval.
+
+    Both sequences score the same questions in the same order; each bootstrap sample draws
+    questions (so a question's two scores always move together), which makes the interval
+    much narrower than comparing two independent intervals. Fixed ``seed``: the same inputs
+    give the same interval. None for no questions; ValueError when the lengths differ.
+    """
+    if len(values) != len(baseline):
+        raise ValueError(f"paired scores need equal lengths, got {len(values)} and {len(baseline)}")
+    differences = [float(a) - float(b) for a, b in zip(values, baseline, strict=True)]
+    return mean_ci(differences, level=level, n_boot=n_boot, seed=seed)
+
+
 __all__ = [
     "ANSWER_METRICS",
     "Estimate",
@@ -259,6 +280,7 @@ __all__ = [
     "mean_ci",
     "ndcg_at_k",
     "normalize_title",
+    "paired_difference",
     "recall_at_k",
     "retrieval_scores",
     "token_f1",

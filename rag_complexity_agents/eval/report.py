@@ -4,7 +4,11 @@ Answer and retrieval metrics are recomputed from each line's prediction, gold an
 evidence and gold supporting paragraphs, so a run file stays comparable when metric code
 improves. Failed questions count as wrong (empty prediction) and are excluded from the cost
 means. ``seconds`` per question is the wall time plus the time the LLM-cache hits originally
-took, i.e. what the question costs without the cache.
+took, i.e. what the question costs without the cache. Each row also counts the format
+failures its traces report (``trace["format_failures"]``; 0 where a trace has none), the
+questions on which a peer framework broke (``trace["peer_break"]``), and the mean 1-minute
+load average at the end of its questions. :func:`paired_delta` compares two runs question by
+question.
 """
 
 from __future__ import annotations
@@ -15,7 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .metrics import ANSWER_METRICS, Estimate, answer_scores, mean_ci, retrieval_scores
+from .metrics import (
+    ANSWER_METRICS,
+    Estimate,
+    answer_scores,
+    mean_ci,
+    paired_difference,
+    retrieval_scores,
+)
 from .runner import RunFileError, read_meta, read_run
 
 COST_KEYS: tuple[str, ...] = (
@@ -44,6 +55,9 @@ class ReportRow:
     cost: dict[str, Estimate | None]
     cache_hit_rate: float | None
     settings: dict[str, Any] = field(default_factory=dict)
+    format_failures: int = 0
+    breaks: int = 0
+    load_average: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         def est(value: Estimate | None, digits: int = 4) -> dict[str, float | int] | None:
@@ -63,6 +77,9 @@ class ReportRow:
             "cost": {k: est(v, 3) for k, v in self.cost.items()},
             "cache_hit_rate": self.cache_hit_rate,
             "settings": self.settings,
+            "format_failures": self.format_failures,
+            "breaks": self.breaks,
+            "load_average": self.load_average,
         }
 
 
@@ -120,12 +137,20 @@ def summarize(
     answers: dict[str, list[float]] = {m: [] for m in ANSWER_METRICS}
     retrieval: dict[str, list[float]] = {}
     cost: dict[str, list[float]] = {k: [] for k in COST_KEYS}
-    hits = calls = errors = 0
+    hits = calls = errors = format_failures = breaks = 0
+    loads: list[float] = []
     for line in lines:
-        gold = line.get("gold") or []
-        scores = answer_scores(str(line.get("prediction") or ""), [str(g) for g in gold])
+        scores = _answer_scores(line)
         for metric in ANSWER_METRICS:
             answers[metric].append(scores[metric])
+        trace = line.get("trace") or {}
+        # The structured-generation work adds a per-question total "format_failures" to the
+        # loops' traces; until every strategy reports it, a trace without it counts as 0.
+        format_failures += int(_number(trace.get("format_failures")) or 0)
+        breaks += int(bool(trace.get("peer_break")))
+        load = _number(line.get("load_average"))
+        if load is not None:
+            loads.append(load)
         if line.get("error"):
             errors += 1
             continue
@@ -135,7 +160,6 @@ def summarize(
                 number = _number(value)
                 if number is not None and (key.startswith("recall") or key.startswith("ndcg")):
                     retrieval.setdefault(key, []).append(number)
-        trace = line.get("trace") or {}
         cache = line.get("llm_cache") or {}
         for key in COST_KEYS[:-1]:
             number = _number(trace.get(key))
@@ -165,7 +189,37 @@ def summarize(
         cost={k: mean_ci(v, n_boot=n_boot) for k, v in cost.items()},
         cache_hit_rate=round(hits / calls, 4) if calls else None,
         settings=dict(meta.get("settings") or {}),
+        format_failures=format_failures,
+        breaks=breaks,
+        load_average=round(sum(loads) / len(loads), 2) if loads else None,
     )
+
+
+def _answer_scores(line: Mapping[str, Any]) -> dict[str, float]:
+    gold = line.get("gold") or []
+    return answer_scores(str(line.get("prediction") or ""), [str(g) for g in gold])
+
+
+def paired_delta(
+    lines: Sequence[Mapping[str, Any]],
+    baseline: Sequence[Mapping[str, Any]],
+    *,
+    metric: str = "cover_em",
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> Estimate | None:
+    """``metric`` of ``lines`` minus that of ``baseline`` on the questions both runs answered
+    (matched by id, in the order of ``lines``), with a paired bootstrap interval (fixed seed);
+    None when they share no question. Scores are recomputed as in :func:`summarize`."""
+    if metric not in ANSWER_METRICS:
+        raise ValueError(f"unknown answer metric {metric!r}; known: {ANSWER_METRICS}")
+    base = {str(line["id"]): _answer_scores(line)[metric] for line in baseline}
+    pairs = [
+        (_answer_scores(line)[metric], base[str(line["id"])])
+        for line in lines
+        if str(line["id"]) in base
+    ]
+    return paired_difference([a for a, _ in pairs], [b for _, b in pairs], n_boot=n_boot, seed=seed)
 
 
 def build_report(
@@ -271,6 +325,7 @@ __all__ = [
     "COST_KEYS",
     "ReportRow",
     "build_report",
+    "paired_delta",
     "run_files",
     "summarize",
     "to_json",

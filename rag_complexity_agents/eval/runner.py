@@ -4,11 +4,15 @@ One line per question (written only once the question is finished)::
 
     {"id", "dataset", "question", "gold", "prediction", "metrics", "retrieval", "strategy",
      "hops", "qtype", "supporting", "error", "trace", "llm_cache", "wall_seconds",
-     "finished_at"}
+     "load_average", "finished_at"}
 
 ``metrics`` are the answer metrics, ``retrieval`` the evidence metrics (None without gold
 supporting paragraphs), ``supporting`` the gold paragraph ids and titles, ``llm_cache`` the
-call cache's hits, misses and the seconds the hits originally took.
+call cache's hits, misses and the seconds the hits originally took, ``load_average`` the
+machine's 1-minute load average when the question finished (timings mean little without it).
+
+A strategy that needs the gold record (the ceilings, :class:`~.strategies.RecordStrategy`)
+is called with the whole :class:`~.datasets.QARecord` instead of the question alone.
 
 Guarantees:
 
@@ -63,7 +67,7 @@ FATAL_ERRORS: tuple[type[BaseException], ...] = (
     ConfigError,
 )
 #: Keys whose values differ between two otherwise identical runs (timings, timestamps).
-VOLATILE_KEYS = frozenset({"wall_seconds", "finished_at", "seconds", "llm_cache"})
+VOLATILE_KEYS = frozenset({"wall_seconds", "finished_at", "seconds", "llm_cache", "load_average"})
 
 
 class RunFileError(RCAError):
@@ -203,13 +207,19 @@ def answer_record(
     fatal_errors: tuple[type[BaseException], ...] = FATAL_ERRORS,
 ) -> dict[str, Any]:
     """Run one question and build its run-file line (fatal errors propagate)."""
+    from .strategies import RecordStrategy
+
     error: dict[str, str] | None = None
     trace: dict[str, Any] = {}
     prediction = ""
     with call_stats() as stats:
         started = time.perf_counter()
         try:
-            result = strategy(record.question)
+            result = (
+                strategy.answer_record(record)
+                if isinstance(strategy, RecordStrategy)
+                else strategy(record.question)
+            )
             if not isinstance(result, RunResult):
                 raise TypeError(
                     f"strategy {strategy_name!r} returned {type(result).__name__}, not RunResult"
@@ -257,6 +267,7 @@ def answer_record(
         "trace": trace,
         "llm_cache": stats.to_dict(),
         "wall_seconds": round(wall, 3),
+        "load_average": round(os.getloadavg()[0], 2),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 

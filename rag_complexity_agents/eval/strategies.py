@@ -13,6 +13,10 @@ Strategies are built from :class:`EvalComponents` by a registered builder::
 
     register_strategy("self_ask", lambda parts: SelfAsk(parts), description="Self-Ask loop")
 
+A strategy that needs the question's gold record (the ceiling rows: gold evidence, gold
+decomposition) subclasses :class:`RecordStrategy`; the harness then calls its
+``answer_record(record)``.
+
 Names resolve in this order: the registry (built-ins below, then registrations), installed
 entry points of the group ``rag_complexity_agents.strategies``, and ``module:function``
 paths to a builder (for experiments: ``--strategy mypkg.loops:build``).
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -29,9 +34,10 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..components import Components
 from ..config import Config
-from ..errors import ConfigError, RCAError
+from ..errors import ConfigError, InputError, RCAError
 from ..types import RunResult
 from .cache import LLMCallCache, with_llm_cache
+from .datasets import QARecord
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -44,6 +50,22 @@ class Strategy(Protocol):
     """Answers one question; the trace is JSON-serialisable (see the module docstring)."""
 
     def __call__(self, question: str) -> RunResult: ...
+
+
+class RecordStrategy(ABC):
+    """A strategy that reads the gold record of its question (gold paragraphs, gold
+    sub-questions): the harness calls :meth:`answer_record`. Called with the question text
+    alone it raises InputError, since there is no gold to read."""
+
+    def __call__(self, question: str) -> RunResult:
+        raise InputError(
+            f"{type(self).__name__} reads the gold record of a dataset question; run it "
+            "through the evaluation harness (rca eval run), not on a bare question"
+        )
+
+    @abstractmethod
+    def answer_record(self, record: QARecord) -> RunResult:
+        """Answer ``record.question`` using the gold fields of ``record``."""
 
 
 StrategyBuilder = Callable[["EvalComponents"], Strategy]
@@ -261,10 +283,62 @@ for _name, _description in AGENT_STRATEGIES.items():
     register_strategy(_name, _graph_strategy(_name), description=_description)
 
 
+# --------------------------------------------------------------------------------------------
+# Ceilings (gold evidence / gold sub-questions) and peers (other frameworks' multi-hop)
+# --------------------------------------------------------------------------------------------
+
+
+def _build_gold_evidence(parts: EvalComponents) -> Strategy:
+    from .ceilings import GoldEvidence
+
+    return GoldEvidence(parts)
+
+
+def _build_gold_decomposition(parts: EvalComponents) -> Strategy:
+    from .ceilings import GoldDecomposition
+
+    return GoldDecomposition(parts)
+
+
+def _build_subquestion(parts: EvalComponents) -> Strategy:
+    from .peers import SubQuestionPeer
+
+    return SubQuestionPeer(parts)
+
+
+def _build_react_agent(parts: EvalComponents) -> Strategy:
+    from .peers import ReactAgentPeer
+
+    return ReactAgentPeer(parts)
+
+
+register_strategy(
+    "gold_evidence",
+    _build_gold_evidence,
+    description="ceiling: the single-step reader given only the gold supporting paragraphs",
+)
+register_strategy(
+    "gold_decomposition",
+    _build_gold_decomposition,
+    description="ceiling: the dataset's sub-questions, each answered by single-step RAG",
+)
+register_strategy(
+    "llamaindex_subquestion",
+    _build_subquestion,
+    description="peer: LlamaIndex SubQuestionQueryEngine over the first stage",
+)
+register_strategy(
+    "langgraph_react_agent",
+    _build_react_agent,
+    description="peer: LangGraph's prebuilt create_react_agent with first-stage search",
+)
+
+
 __all__ = [
     "AGENT_STRATEGIES",
     "ENTRY_POINT_GROUP",
     "EvalComponents",
+    "RecordStrategy",
     "Strategy",
     "StrategyBuilder",
     "StrategySpec",

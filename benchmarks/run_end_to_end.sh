@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Run the whole end-to-end plan of issue 20 in order, resumably: rerun to continue.
+#
+#   nohup benchmarks/run_end_to_end.sh &          # from the repository root; returns at once
+#   tail -f ~/.cache/rag_complexity_agents/benchmarks/end_to_end.log
+#
+# Each stage is one call of benchmarks/end_to_end.py for a slice of the plan, cheap rows first
+# (single-step, gold evidence and no-retrieval take one LLM call per question). Every call
+# rewrites benchmarks/results/end_to_end.{json,md} with all rows finished so far, so partial
+# results can be committed at any time; `STAGES=report benchmarks/run_end_to_end.sh` only
+# rebuilds them. Finished questions are kept in the run files and LLM calls in the cache, so
+# a stage stopped at any point (end of a session, kill) continues where it was. A failing
+# stage is logged and the next one runs. Only one runner at a time (a lock file).
+#
+# Environment (defaults in brackets):
+#   PYTHON [.venv/bin/python]   DATA [../shared/data]   NICE [5]
+#   MODEL [llamacpp:qwen2.5-0.5b]   STRONG_MODEL [llamacpp:qwen2.5-coder-1.5b] ('' = none;
+#     needs the [qwen15b] extra)
+#   BEST_LOOPS [self_ask_sunar]: the loop(s) of the main and strong rows, the first is "the"
+#     best loop; keep it fixed across sessions (it is part of the plan the tables show)
+#   STAGES [all, in this order]: main_single ceiling_evidence no_retrieval
+#     ceiling_decomposition main_loop strong_single ablation peers strong_loop report
+#   EXTRA_ARGS: more end_to_end.py arguments for every stage (e.g. "--set models.n_threads=2")
+#   LOG [~/.cache/rag_complexity_agents/benchmarks/end_to_end.log]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-.venv/bin/python}
+DATA=${DATA:-../shared/data}
+NICE=${NICE:-5}
+MODEL=${MODEL:-llamacpp:qwen2.5-0.5b}
+STRONG_MODEL=${STRONG_MODEL-llamacpp:qwen2.5-coder-1.5b}
+BEST_LOOPS=${BEST_LOOPS:-self_ask_sunar}
+STAGES=${STAGES:-main_single ceiling_evidence no_retrieval ceiling_decomposition main_loop strong_single ablation peers strong_loop report}
+LOG=${LOG:-$HOME/.cache/rag_complexity_agents/benchmarks/end_to_end.log}
+read -r -a EXTRA <<<"${EXTRA_ARGS:-}"
+
+mkdir -p "$(dirname "$LOG")"
+exec 9>"$LOG.lock"
+if ! flock -n 9; then
+  echo "another run_end_to_end.sh is running (lock $LOG.lock)" >&2
+  exit 1
+fi
+
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 ANONYMIZED_TELEMETRY=False LANGSMITH_TRACING=false
+common=(--data "$DATA" --model "$MODEL" --strong-model "$STRONG_MODEL" --best-loops "$BEST_LOOPS"
+        --quiet "${EXTRA[@]}")
+
+stage() {
+  local name=$1
+  shift
+  echo "== $(date -u +%FT%TZ) stage $name start (load $(cut -d' ' -f1-3 /proc/loadavg)): $*" >>"$LOG"
+  nice -n "$NICE" "$PYTHON" benchmarks/end_to_end.py "${common[@]}" "$@" >>"$LOG" 2>&1
+  local rc=$?
+  echo "== $(date -u +%FT%TZ) stage $name exit $rc (load $(cut -d' ' -f1-3 /proc/loadavg))" >>"$LOG"
+  echo "stage $name: exit $rc"
+}
+
+for name in $STAGES; do
+  case $name in
+    main_single) stage "$name" --roles main --strategies single_step ;;
+    ceiling_evidence) stage "$name" --roles ceiling --strategies gold_evidence ;;
+    no_retrieval) stage "$name" --roles ablation --strategies no_retrieval ;;
+    ceiling_decomposition) stage "$name" --roles ceiling --strategies gold_decomposition ;;
+    main_loop) stage "$name" --roles main --strategies "$BEST_LOOPS" ;;
+    strong_single) [ -n "$STRONG_MODEL" ] && stage "$name" --roles strong --strategies single_step ;;
+    ablation) stage "$name" --roles ablation ;;
+    peers) stage "$name" --roles peer ;;
+    strong_loop) [ -n "$STRONG_MODEL" ] && stage "$name" --roles strong --strategies "$BEST_LOOPS" ;;
+    report) stage "$name" --report-only ;;
+    *) echo "unknown stage $name" | tee -a "$LOG" >&2 ;;
+  esac
+done
+echo "done; results in benchmarks/results/end_to_end.md (log $LOG)"

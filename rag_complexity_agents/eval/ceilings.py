@@ -1,0 +1,215 @@
+"""Ceiling strategies: what the reader and the retrieval can do when decomposition is given.
+
+Both use the single-step reader (same prompt, same ``answer.passage_chars`` cut, same
+``models.chat``), so the gap between them and a loop says where the loop loses its points:
+
+* ``gold_evidence`` (:class:`GoldEvidence`) — the reader given the question's gold supporting
+  paragraphs only, in dataset order; no retrieval. The distance to 100% is the reader's loss.
+* ``gold_decomposition`` (:class:`GoldDecomposition`) — the dataset's own sub-questions
+  (:func:`~.datasets.gold_decomposition`) answered in order, each by single-step RAG over the
+  first stage (``answer.passages`` passages); ``#k`` in a later sub-question is replaced by
+  the *predicted* answer of step k, and the last step's answer is the final answer. With
+  retrieval in the loop, its distance to ``gold_evidence`` is retrieval's loss; a loop's
+  distance to it is decomposition's loss.
+
+Sub-questions in the knowledge-base form ``"<entity> >> <relation>"`` (a third of MuSiQue's
+steps and every 2Wiki step) are asked as ``"What is the <relation> of <entity>?"``
+(:func:`as_question`); the Wikidata relations that are not nouns ("educated at", "shares
+border with", ...) have their own wording in :data:`RELATION_QUESTIONS`, one table for every
+dataset. Traces keep each step (asked question, answer, gold answers, whether it was
+covered) for the analysis of where a chain breaks.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..agents.single_step import answer_single_step
+from ..errors import InputError
+from ..types import Chunk, RunResult, ScoredDoc
+from .datasets import QARecord, gold_decomposition
+from .metrics import cover_em
+from .strategies import RecordStrategy
+
+if TYPE_CHECKING:
+    from .strategies import EvalComponents
+
+_BACKREF = re.compile(r"#(\d+)")
+_KB_STEP = " >> "
+
+#: Questions for the Wikidata relations of MuSiQue / 2Wiki steps that do not read as nouns
+#: ("What is the <relation> of X?" covers the nouns: spouse, capital, place of birth, ...).
+RELATION_QUESTIONS: dict[str, str] = {
+    "located in the administrative territorial entity": (
+        "In which administrative territorial entity is {entity} located?"
+    ),
+    "located on terrain feature": "On which terrain feature is {entity} located?",
+    "shares border with": "What shares a border with {entity}?",
+    "educated at": "Where was {entity} educated?",
+    "owned by": "Who owns {entity}?",
+    "part of": "What is {entity} part of?",
+    "has part": "What are the parts of {entity}?",
+    "capital of": "What is {entity} the capital of?",
+    "member of": "What is {entity} a member of?",
+    "member of sports team": "Which sports team is {entity} a member of?",
+    "member of political party": "Which political party is {entity} a member of?",
+    "followed by": "What followed {entity}?",
+    "named after": "What is {entity} named after?",
+    "award received": "What award did {entity} receive?",
+    "position held": "What position did {entity} hold?",
+    "cast member": "Who is a cast member of {entity}?",
+    "work location": "Where did {entity} work?",
+    "location of formation": "Where was {entity} formed?",
+}
+
+
+def substitute_answers(question: str, answers: Sequence[str]) -> str:
+    """``question`` with every ``#k`` replaced by ``answers[k-1]`` (1-based, as in MuSiQue).
+
+    A reference beyond the answers given is left as it is; ``#12`` is step 12, not step 1
+    followed by "2".
+    """
+
+    def replace(match: re.Match[str]) -> str:
+        index = int(match.group(1))
+        return answers[index - 1] if 1 <= index <= len(answers) else match.group(0)
+
+    return _BACKREF.sub(replace, question)
+
+
+def as_question(step: str) -> str:
+    """A sub-question as asked: ``"X >> relation"`` → ``"What is the relation of X?"`` (or
+    the relation's :data:`RELATION_QUESTIONS` wording); anything else unchanged (trimmed)."""
+    entity, sep, relation = (part.strip() for part in step.partition(_KB_STEP))
+    if not sep or not entity or not relation:
+        return step.strip()
+    template = RELATION_QUESTIONS.get(relation.lower(), "What is the {relation} of {entity}?")
+    return template.format(relation=relation, entity=entity)
+
+
+class _GivenPassages:
+    """A first stage that always returns the same passages (the gold ones)."""
+
+    name = "gold_paragraphs"
+
+    def __init__(self, docs: Sequence[ScoredDoc]) -> None:
+        self.docs = list(docs)
+
+    def search(self, query: str, k: int) -> list[ScoredDoc]:
+        return self.docs[:k]
+
+
+def gold_passages(record: QARecord) -> list[ScoredDoc]:
+    """The gold supporting paragraphs of ``record`` as passages, shaped like the pooled corpus
+    chunks single-step reads (text ``title + "\\n" + text``, id = paragraph id)."""
+    docs = []
+    for rank, paragraph in enumerate(
+        (p for p in record.paragraphs or () if p.is_supporting), start=1
+    ):
+        chunk = Chunk(
+            id=paragraph.id,
+            text=f"{paragraph.title}\n{paragraph.text}",
+            title=paragraph.title,
+            metadata={"paragraph_id": paragraph.id, "doc_id": paragraph.id},
+        )
+        docs.append(ScoredDoc(chunk, 1.0, rank=rank))
+    return docs
+
+
+def _format_failures(trace: dict[str, Any]) -> int:
+    value = trace.get("format_failures")
+    return int(value) if isinstance(value, int | float) else 0
+
+
+class GoldEvidence(RecordStrategy):
+    """The single-step reader given only the gold supporting paragraphs (no retrieval)."""
+
+    def __init__(self, parts: EvalComponents) -> None:
+        self.parts = parts
+
+    def answer_record(self, record: QARecord) -> RunResult:
+        docs = gold_passages(record)
+        if not docs:
+            raise InputError(f"question {record.id} has no gold supporting paragraphs")
+        result = answer_single_step(
+            record.question,
+            _GivenPassages(docs),
+            self.parts.chat,
+            k=len(docs),
+            passage_chars=self.parts.config.answer.passage_chars,
+        )
+        trace = dict(result.trace)
+        trace.update(
+            strategy="gold_evidence",
+            retrieval={"first_stage": "gold_paragraphs", "k": len(docs)},
+            retrieval_calls=0,
+            format_failures=_format_failures(trace),
+        )
+        return RunResult(answer=result.answer, trace=trace)
+
+
+class GoldDecomposition(RecordStrategy):
+    """The dataset's sub-questions answered in turn by single-step RAG over the first stage."""
+
+    def __init__(self, parts: EvalComponents) -> None:
+        self.parts = parts
+
+    def answer_record(self, record: QARecord) -> RunResult:
+        steps = gold_decomposition(record)
+        if not steps:
+            raise InputError(f"question {record.id} has no gold decomposition")
+        started = time.perf_counter()
+        answers: list[str] = []
+        hops: list[dict[str, Any]] = []
+        evidence: list[dict[str, Any]] = []
+        totals = {"llm_calls": 0, "retrieval_calls": 0, "input_tokens": 0, "output_tokens": 0}
+        failures = 0
+        for step in steps:
+            asked = as_question(substitute_answers(step.question, answers))
+            result = answer_single_step(
+                asked,
+                self.parts.first_stage,
+                self.parts.chat,
+                k=self.parts.config.answer.passages,
+                passage_chars=self.parts.config.answer.passage_chars,
+            )
+            answers.append(result.answer)
+            evidence.extend(result.trace.get("evidence") or [])
+            for key in totals:
+                totals[key] += int(result.trace.get(key) or 0)
+            failures += _format_failures(result.trace)
+            hops.append(
+                {
+                    "sub_question": step.question,
+                    "asked": asked,
+                    "answer": result.answer,
+                    "gold": list(step.answers),
+                    "covered": bool(step.answers) and cover_em(result.answer, step.answers) > 0,
+                    "evidence": [item.get("title") for item in result.trace.get("evidence", [])],
+                }
+            )
+        return RunResult(
+            answer=answers[-1],
+            trace={
+                "strategy": "gold_decomposition",
+                "question": record.question,
+                "hops": hops,
+                "evidence": evidence,
+                **totals,
+                "format_failures": failures,
+                "seconds": round(time.perf_counter() - started, 3),
+            },
+        )
+
+
+__all__ = [
+    "RELATION_QUESTIONS",
+    "GoldDecomposition",
+    "GoldEvidence",
+    "as_question",
+    "gold_passages",
+    "substitute_answers",
+]
