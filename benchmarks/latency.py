@@ -144,8 +144,8 @@ def retrieval_seconds(trace: dict[str, Any]) -> float:
     total = 0.0
     for step in trace.get("steps") or []:
         for rnd in (step.get("retrieval") or {}).get("rounds") or []:
-            retriever = rnd.get("retriever") or {}
-            hook_ms = float((retriever.get("nar") or {}).get("hook_ms") or 0.0)
+            timing = ((rnd.get("retriever") or {}).get("nar") or {}).get("timing_ms") or {}
+            hook_ms = float(timing.get("hook") or 0.0)
             total += float(rnd.get("seconds") or 0.0) - hook_ms / 1000.0
     return max(0.0, total)
 
@@ -274,24 +274,25 @@ def cold_profile(home: Path) -> dict[str, Any]:
         timeout=600,
     )
     steps = {k: round(v, 2) for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
-    imports = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import rag_complexity_agents.cli"],
+    imports = subprocess.run(  # the same path again, with the import time of every module
+        [sys.executable, "-X", "importtime", "-c", _PROFILE, DEMO_QUESTION],
         env=rca_env(home),
         capture_output=True,
         text=True,
         check=True,
-        timeout=300,
+        timeout=600,
     )
-    top: list[tuple[float, str]] = []
+    packages: dict[str, float] = {}  # top-level package -> its largest cumulative import time
     for line in imports.stderr.splitlines():
-        match = re.match(r"import time:\s+\d+ \|\s+(\d+) \|(\s*)(\S+)", line)
-        if match and len(match.group(2)) <= 2:  # top-level imports only
-            top.append((int(match.group(1)) / 1e6, match.group(3)))
-    top.sort(reverse=True)
+        match = re.match(r"import time:\s+\d+ \|\s+(\d+) \|\s*([\w.]+)", line)
+        if match:
+            name = match.group(2).split(".")[0]
+            packages[name] = max(packages.get(name, 0.0), int(match.group(1)) / 1e6)
+    top = sorted(((sec, name) for name, sec in packages.items()), reverse=True)
     return {
         **steps,
         "load": load_average(),
-        "slowest_imports": [[n, round(s, 2)] for s, n in top[:8]],
+        "slowest_imports": [[n, round(s, 2)] for s, n in top[:10]],
     }
 
 
@@ -390,8 +391,8 @@ def write_markdown(data: dict[str, Any], path: Path) -> None:
             "",
             f"Import of the `rca` app {prof['import_s']} s, model load {prof['model_load_s']} s, "
             f"collection open (first search) {prof['collection_open_s']} s, first token "
-            f"{prof['first_token_s']} s (load {prof['load']}). Slowest top-level imports "
-            "(`python -X importtime -c 'import rag_complexity_agents.cli'`, cumulative s): "
+            f"{prof['first_token_s']} s (load {prof['load']}). Slowest imported packages "
+            "on that path (`python -X importtime`; cumulative s, a package's imports included): "
             + ", ".join(f"`{n}` {s}" for n, s in prof["slowest_imports"])
             + ".",
         ]
@@ -416,6 +417,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     from rag_complexity_agents.config import Config
     from rag_complexity_agents.eval.strategies import EvalComponents
+    from rag_complexity_agents.models.llamacpp import loaded_runtimes
     from rag_complexity_agents.profiles import apply_profile
 
     tmp = None
@@ -445,6 +447,8 @@ def main(argv: list[str] | None = None) -> None:
         "command": "benchmarks/latency.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": machine(),
         "threads": chat._key[2],
+        # 1 = every preset and question used the one model loaded before the warm runs
+        "models_loaded": len(loaded_runtimes()),
         "questions": len(qs),
         "load_average": {"start": loads[0], "end": loads[-1], "max": max(loads)},
         "idle": max(loads) <= IDLE_LOAD,
