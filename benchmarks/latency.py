@@ -7,7 +7,8 @@ Run from the repository root on an otherwise idle machine::
 Options: ``--questions N`` (the demo question plus N - 1 demo-corpus questions; default 11),
 ``--presets a,b`` (default: the seven below), ``--cold-presets a,b`` (which presets also get a
 cold ``rca ask`` run; default all, ``none`` for none), ``--home DIR`` (a corpus home holding
-the ``demo`` collection; default: a temporary one, indexed first). It measures:
+the ``demo`` collection; default: a temporary one, indexed first), ``--threads N|auto``
+(``models.n_threads`` of the warm runs; default: the cpu profile's 1). It measures:
 
 * ``prefill_tok_s`` / ``decode_tok_s``: the packaged model's prompt and generation rates with
   the thread count the runtime picks, measured before every preset (the top level gives the
@@ -406,6 +407,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--presets", default=",".join(PRESETS))
     ap.add_argument("--cold-presets", default=None, help="default: the --presets; 'none'")
     ap.add_argument("--home", type=Path, default=None)
+    ap.add_argument(
+        "--threads",
+        default=None,
+        help="models.n_threads of the warm runs and rates: a number, "
+        "or 'auto' (free cores); default: the cpu profile's (cold runs always use it)",
+    )
     ap.add_argument("--no-profile", action="store_true", help="skip the cold-start profile")
     ap.add_argument("--out", default="latency", help="results file stem")
     args = ap.parse_args(argv)
@@ -431,7 +438,10 @@ def main(argv: list[str] | None = None) -> None:
     qs = questions(args.questions)
     profile = None if args.no_profile else cold_profile(home)
     loads.append(load_average())
-    parts = EvalComponents(apply_profile(Config()), llm_cache=None)
+    overrides: dict[str, Any] = {}
+    if args.threads is not None:
+        overrides["models.n_threads"] = None if args.threads == "auto" else int(args.threads)
+    parts = EvalComponents(apply_profile(Config().with_overrides(overrides)), llm_cache=None)
     chat = parts.chat
     chat._runtime()  # model loaded
     parts.first_stage.search(DEMO_QUESTION, 5)  # collection open
