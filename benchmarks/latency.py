@@ -456,7 +456,7 @@ def main(argv: list[str] | None = None) -> None:
     data = {
         "command": "benchmarks/latency.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": machine(),
-        "threads": chat._key[2],
+        "threads": chat._runtime().threads,
         # 1 = every preset and question used the one model loaded before the warm runs
         "models_loaded": len(loaded_runtimes()),
         "questions": len(qs),

@@ -19,15 +19,21 @@ def test_free_cores_subtracts_the_load(monkeypatch: pytest.MonkeyPatch) -> None:
         assert rt.free_cores() == expected
 
 
-def test_auto_thread_count_is_fixed_per_model(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_threads_key_and_free_core_readings(monkeypatch: pytest.MonkeyPatch) -> None:
+    # None and 0 are one "auto" runtime whatever the load; a number is its own runtime.
+    assert rt.runtime_key("/m/x.gguf", 512, None) == rt.runtime_key("/m/x.gguf", 512, 0)
+    assert rt.runtime_key("/m/x.gguf", 512, 3)[2] == 3
     monkeypatch.setattr(rt, "_available_cores", lambda: 2)
-    monkeypatch.setattr(rt, "_AUTO_THREADS", {})
-    monkeypatch.setattr(rt.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
-    first = rt.runtime_key("/models/x.gguf", 512, None)
-    monkeypatch.setattr(rt.os, "getloadavg", lambda: (5.0, 5.0, 5.0))
-    assert rt.runtime_key("/models/x.gguf", 512, None) == first  # no reload when load changes
-    assert first[2] == 2 and rt.runtime_key("/models/y.gguf", 512, None)[2] == 1
-    assert rt.runtime_key("/models/x.gguf", 512, 3)[2] == 3
+    monkeypatch.setattr(rt.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(rt.os, "getloadavg", lambda: (0.2, 0.2, 0.2))
+    # (wall s, machine busy CPU s, own CPU s)
+    samples = iter([(0.0, 0.0, 0.0), (0.2, 0.4, 0.0), (1.0, 1.0, 1.0), (2.0, 3.0, 2.0)])
+    monkeypatch.setattr(rt.FreeCores, "_sample", staticmethod(lambda: next(samples)))
+    monitor = rt.FreeCores()
+    assert monitor.value == 2  # from the load average
+    assert monitor.update() == 2  # 0.2 s later: too soon, the previous value
+    assert monitor.update() == 2  # 1 s: the machine's busy second was all ours
+    assert monitor.update() == 1  # 1 s: 2 busy CPU s, 1 of them ours -> one core taken
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from llama_cpp import Llama
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-#: ``(resolved model path, n_ctx, n_threads)``: what identifies a loaded model.
+#: ``(resolved model path, n_ctx, n_threads)``: what identifies a loaded model (0 threads:
+#: "auto", see :class:`FreeCores`).
 RuntimeKey = tuple[str, int, int]
 
 _LLAMACPP_INSTALL = "pip install 'rag-complexity-agents[llamacpp]' (llama-cpp-python==0.3.36)"
@@ -89,6 +90,8 @@ class Runtime:
         }
     )
     generating: bool = False  # the last primed prompt was handed to a completion
+    threads: int = 1  # llama.cpp threads in use
+    core_monitor: FreeCores | None = None  # set: follow the free cores ("auto" thread count)
 
     @property
     def stats(self) -> dict[str, int]:
@@ -123,6 +126,8 @@ class Runtime:
         because exactly one token is missing; :meth:`last_logits` does so explicitly).
         """
         llama = self.llama
+        if self.core_monitor is not None:
+            self._fit_threads(self.core_monitor.update())
         self.counts["decoded_tokens"] += self._pending_decoded()
         self.generating = True  # cleared by last_logits, which generates nothing
         target = len(tokens) - 1
@@ -147,6 +152,12 @@ class Runtime:
         self.counts["reused_tokens"] += keep
         self.counts["new_tokens"] += len(tokens) - keep
         return keep
+
+    def _fit_threads(self, threads: int) -> None:
+        """Use ``threads`` llama.cpp threads from the next evaluation on (no reload)."""
+        if threads != self.threads:
+            self.llama._ctx.set_n_threads(threads, threads)
+            self.threads = threads
 
     def last_logits(self, tokens: list[int]) -> tuple[np.ndarray, int]:
         """Logits of the token after ``tokens`` (float64 copy) and the reused position count."""
@@ -203,7 +214,6 @@ class Runtime:
 
 _RUNTIMES: dict[RuntimeKey, Runtime] = {}
 _RUNTIMES_LOCK = threading.Lock()
-_AUTO_THREADS: dict[tuple[str, int], int] = {}
 
 
 def _available_cores() -> int:
@@ -226,19 +236,57 @@ def free_cores() -> int:
     return max(1, min(cores, cores - round(load)))
 
 
+class FreeCores:
+    """The cores other processes left free during the time since the previous reading.
+
+    Busy CPU time of the machine (``/proc/stat``, scaled to this process's cores) minus this
+    process's own (``os.times``), per second of wall time, rounded; at least one core. A
+    reading less than ``MIN_INTERVAL_S`` after the previous one repeats it; the first value
+    (and the value where ``/proc/stat`` is missing) comes from :func:`free_cores`.
+    """
+
+    MIN_INTERVAL_S = 0.5
+
+    def __init__(self) -> None:
+        self.value = free_cores()
+        self._last = self._sample()
+
+    @staticmethod
+    def _sample() -> tuple[float, float, float] | None:
+        """(monotonic s, machine busy CPU s, own CPU s), None without ``/proc/stat``."""
+        try:
+            with open("/proc/stat", encoding="ascii") as handle:
+                ticks = [int(x) for x in handle.readline().split()[1:9]]
+        except (OSError, ValueError):
+            return None
+        busy = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # minus idle, iowait
+        own = os.times()
+        return time.monotonic(), busy, own.user + own.system
+
+    def update(self) -> int:
+        """The free cores now (see the class docstring)."""
+        now = self._sample()
+        if now is None or self._last is None or now[0] - self._last[0] < self.MIN_INTERVAL_S:
+            return self.value
+        elapsed = now[0] - self._last[0]
+        cores = _available_cores()
+        share = cores / max(cores, os.cpu_count() or cores)
+        others = max(0.0, (now[1] - self._last[1]) * share - (now[2] - self._last[2])) / elapsed
+        self.value = max(1, min(cores, cores - round(others)))
+        self._last = now
+        return self.value
+
+
 def runtime_key(model_path: str, n_ctx: int, n_threads: int | None) -> RuntimeKey:
-    """The registry key of a model. ``n_threads`` None means the free cores
-    (:func:`free_cores`), fixed at the first call for that model so the key stays stable."""
-    path = str(Path(model_path).expanduser().resolve())
-    if n_threads:
-        return (path, n_ctx, n_threads)
-    with _RUNTIMES_LOCK:
-        threads = _AUTO_THREADS.setdefault((path, n_ctx), free_cores())
-    return (path, n_ctx, threads)
+    """The registry key of a model; ``n_threads`` None (or 0) is stored as 0: "auto", the
+    runtime follows the free cores (:class:`FreeCores`) from call to call."""
+    return (str(Path(model_path).expanduser().resolve()), n_ctx, n_threads or 0)
 
 
 def _load_runtime(key: RuntimeKey) -> Runtime:
     path, n_ctx, threads = key
+    monitor = FreeCores() if threads == 0 else None
+    threads = monitor.value if monitor is not None else threads
     if not Path(path).is_file():
         raise ModelNotAvailable(f"GGUF model file {path} does not exist")
     try:
@@ -270,7 +318,7 @@ def _load_runtime(key: RuntimeKey) -> Runtime:
         bos_token=llama._model.token_get_text(bos_id) if bos_id != -1 else "",
         stop_token_ids=[eos_id],
     )
-    return Runtime(llama=llama, formatter=formatter)
+    return Runtime(llama=llama, formatter=formatter, threads=threads, core_monitor=monitor)
 
 
 def get_runtime(key: RuntimeKey) -> Runtime:
