@@ -452,6 +452,8 @@ def main(argv: list[str] | None = None) -> None:
         cold[preset] = cold_run(preset, DEMO_QUESTION, home)
         loads.append(cold[preset]["cold_load"])
     loads.append(load_average())
+    for row in rows:  # cold runs answer the demo question only
+        row["cold_s"] = (cold.get(row["strategy"]) or {}).get("cold_s") if row["demo"] else None
     summary = summarise(rows, cold)
     data = {
         "command": "benchmarks/latency.py " + " ".join(argv if argv is not None else sys.argv[1:]),
