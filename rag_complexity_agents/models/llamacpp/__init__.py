@@ -11,6 +11,6 @@
 
 from .chat import LlamaCppChatModel
 from .messages import MessagesInput, to_messages
-from .runtime import loaded_runtimes
+from .runtime import loaded_runtimes, runtime_stats
 
-__all__ = ["LlamaCppChatModel", "MessagesInput", "loaded_runtimes", "to_messages"]
+__all__ = ["LlamaCppChatModel", "MessagesInput", "loaded_runtimes", "runtime_stats", "to_messages"]

@@ -1,0 +1,484 @@
+"""Latency benchmark (issue 15): how close each strategy comes to its token compute floor.
+
+Run from the repository root on an otherwise idle machine::
+
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python benchmarks/latency.py
+
+Options: ``--questions N`` (the demo question plus N - 1 demo-corpus questions; default 11),
+``--presets a,b`` (default: the seven below), ``--cold-presets a,b`` (which presets also get a
+cold ``rca ask`` run; default all, ``none`` for none), ``--home DIR`` (a corpus home holding
+the ``demo`` collection; default: a temporary one, indexed first), ``--threads N|auto``
+(``models.n_threads`` of the warm runs; default: the cpu profile's 1). It measures:
+
+* ``prefill_tok_s`` / ``decode_tok_s``: the packaged model's prompt and generation rates with
+  the thread count the runtime picks, measured before every preset (the top level gives the
+  median); the floor of a preset uses the rates measured just before it;
+* per preset and question, warm (model loaded, collection open, no LLM call cache): the
+  prompt tokens evaluated (``new_tokens``) vs served from the KV / prefix cache
+  (``reused_tokens``), ``decoded_tokens`` and ``model_calls`` as counted by the llama.cpp
+  runtime (:func:`~rag_complexity_agents.models.llamacpp.runtime_stats`), the loop's
+  ``llm_calls``, the measured ``retrieval_s`` (retrieval rounds minus the ASU model calls made
+  inside them), ``llm_busy_s`` (time the model was in use), ``warm_s`` and
+  ``floor_s`` = new / prefill + decoded / decode + retrieval;
+* ``cold_s``: a fresh ``rca ask`` process for the demo question until it exits;
+* a cold-start profile of one fresh process: import of the ``rca`` app, model load,
+  collection open (first search) and the first streamed token; and the slowest imports of
+  ``python -X importtime``.
+
+Targets (met / missed in the results): warm <= 1.3 x floor for every preset; the demo preset
+(``self_ask_sunar_mer``) warm <= 15 s and cold <= 25 s on the demo question; ``single_step``
+warm <= 4 s. Absolute times only mean something on an idle machine: the results state the load
+average during the run and call the run non-idle when it was above ``IDLE_LOAD``.
+
+Writes ``benchmarks/results/latency.json`` and ``benchmarks/results/latency.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import REPO, analysis_block, machine, read_analysis
+
+RESULTS = REPO / "benchmarks" / "results"
+PRESETS = (
+    "single_step",
+    "self_ask",
+    "self_ask_sunar",
+    "self_ask_sunar_mer",
+    "react_sunar_mer",
+    "searchain_sunar_mer",
+    "ircot_sunar_mer",
+)
+DEMO_PRESET = "self_ask_sunar_mer"
+DEMO_QUESTION = "From which university did the founder of Amazon graduate?"
+FLOOR_RATIO, DEMO_WARM_S, DEMO_COLD_S, SINGLE_STEP_WARM_S = 1.3, 15.0, 25.0, 4.0
+IDLE_LOAD = 0.5
+RATE_PROMPT_TOKENS, RATE_DECODE_TOKENS = 256, 48
+
+
+def load_average() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def rca_env(home: Path) -> dict[str, str]:
+    """The environment of a child ``rca`` process: this tree first, the benchmark's home."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["RCA_CORPUS__HOME"] = str(home)
+    return env
+
+
+def ensure_demo_collection(home: Path) -> None:
+    if (home / "collections" / "demo").is_dir():
+        return
+    rca = Path(sys.executable).with_name("rca")
+    subprocess.run(
+        [str(rca), "index", "--demo", "--quiet"], env=rca_env(home), check=True, timeout=900
+    )
+
+
+def questions(n: int) -> list[str]:
+    from rag_complexity_agents.corpus.demo import load_demo_questions
+
+    demo = [q["question"] for q in load_demo_questions() if q["question"] != DEMO_QUESTION]
+    return [DEMO_QUESTION, *demo[: max(0, n - 1)]]
+
+
+# --------------------------------------------------------------------------------------------
+# Rates
+# --------------------------------------------------------------------------------------------
+
+
+def measure_rates(chat: Any) -> dict[str, float]:
+    """Prefill and decode rates of ``chat``'s runtime (a fresh KV cache; left reset)."""
+    from rag_complexity_agents.corpus.demo import DEMO_CORPUS
+    from rag_complexity_agents.models.llamacpp.prefix_cache import BLOCK
+
+    runtime = chat._runtime()
+    llama = runtime.llama
+    text = DEMO_CORPUS.read_text(encoding="utf-8")
+    tokens = llama.tokenize(text.encode("utf-8"), add_bos=False)[:RATE_PROMPT_TOKENS]
+    with runtime.lock:
+        llama.reset()
+        tick = time.perf_counter()
+        for start in range(0, len(tokens), BLOCK):
+            llama.eval(tokens[start : start + BLOCK])
+        prefill = len(tokens) / (time.perf_counter() - tick)
+        # Greedy decoding with end-of-text banned: RATE_DECODE_TOKENS timed sampled tokens.
+        eos = llama.token_eos()
+
+        def no_eos(_ids: Any, scores: Any) -> Any:
+            scores[eos] = -1e9
+            return scores
+
+        tick = time.perf_counter()
+        steps = llama.generate(tokens[:BLOCK], temp=0.0, reset=True, logits_processor=[no_eos])
+        for n, _ in enumerate(steps):
+            if n == 0:  # the prompt is evaluated before the first token
+                tick = time.perf_counter()
+            if n == RATE_DECODE_TOKENS:
+                break
+        decode = RATE_DECODE_TOKENS / (time.perf_counter() - tick)
+        llama.reset()
+        runtime.canon = runtime.primed = 0
+        runtime.generating = False
+    return {"prefill_tok_s": round(prefill, 1), "decode_tok_s": round(decode, 1)}
+
+
+# --------------------------------------------------------------------------------------------
+# Warm runs
+# --------------------------------------------------------------------------------------------
+
+
+def retrieval_seconds(trace: dict[str, Any]) -> float:
+    """Retrieval time of a run from its trace, without the model calls ASU made inside it."""
+    total = 0.0
+    for step in trace.get("steps") or []:
+        for rnd in (step.get("retrieval") or {}).get("rounds") or []:
+            timing = ((rnd.get("retriever") or {}).get("nar") or {}).get("timing_ms") or {}
+            hook_ms = float(timing.get("hook") or 0.0)
+            total += float(rnd.get("seconds") or 0.0) - hook_ms / 1000.0
+    return max(0.0, total)
+
+
+def warm_runs(
+    parts: Any, presets: list[str], qs: list[str], chat: Any
+) -> tuple[list[dict[str, Any]], list[dict[str, float]]]:
+    from rag_complexity_agents.eval.strategies import build_strategy
+    from rag_complexity_agents.models.llamacpp import runtime_stats
+
+    rows: list[dict[str, Any]] = []
+    rates_seen: list[dict[str, float]] = []
+    for preset in presets:
+        strategy = build_strategy(preset, parts)
+        rates = measure_rates(chat)
+        rates_seen.append(rates)
+        print(f"{preset}: rates {rates} load {load_average()}", flush=True)
+        for i, question in enumerate(qs):
+            before, load = runtime_stats(), load_average()
+            tick = time.perf_counter()
+            result = strategy(question)
+            warm = time.perf_counter() - tick
+            after = runtime_stats()
+            delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+            retrieval = retrieval_seconds(result.trace)
+            if preset == "single_step":  # one search: the wall time the model did not use
+                retrieval = max(0.0, warm - delta.get("busy_ms", 0) / 1000.0)
+            floor = (
+                delta.get("new_tokens", 0) / rates["prefill_tok_s"]
+                + delta.get("decoded_tokens", 0) / rates["decode_tok_s"]
+                + retrieval
+            )
+            row = {
+                "strategy": preset,
+                "question": question,
+                "demo": i == 0,
+                "answer": result.answer,
+                "warm_s": round(warm, 2),
+                "floor_s": round(floor, 2),
+                "ratio": round(warm / floor, 2) if floor > 0 else None,
+                "new_tokens": delta.get("new_tokens", 0),
+                "reused_tokens": delta.get("reused_tokens", 0),
+                "prompt_tokens": delta.get("prompt_tokens", 0),
+                "decoded_tokens": delta.get("decoded_tokens", 0),
+                "model_calls": delta.get("calls", 0),
+                "llm_calls": int(result.trace.get("llm_calls", 0) or 0),
+                "retrieval_s": round(retrieval, 2),
+                "llm_busy_s": round(delta.get("busy_ms", 0) / 1000.0, 2),
+                "load": load,
+            }
+            rows.append(row)
+            print(
+                f"  {preset} q{i}: warm {row['warm_s']} s floor {row['floor_s']} s "
+                f"new {row['new_tokens']} reused {row['reused_tokens']} "
+                f"decoded {row['decoded_tokens']} calls {row['model_calls']} "
+                f"answer {result.answer!r}",
+                flush=True,
+            )
+    return rows, rates_seen
+
+
+# --------------------------------------------------------------------------------------------
+# Cold runs and the cold-start profile
+# --------------------------------------------------------------------------------------------
+
+
+def ask_args(preset: str) -> list[str]:
+    """``rca ask`` options that run ``preset``."""
+    from rag_complexity_agents.agents.registry import PRESETS as GRAPH_PRESETS
+
+    if preset == "single_step":
+        return ["--loop", "single_step"]
+    p = GRAPH_PRESETS[preset]
+    return ["--loop", p.loop, "--retrieval", str(p.retrieval), "--mer" if p.mer else "--no-mer"]
+
+
+def cold_run(preset: str, question: str, home: Path) -> dict[str, Any]:
+    rca = Path(sys.executable).with_name("rca")
+    load = load_average()
+    tick = time.perf_counter()
+    done = subprocess.run(
+        [str(rca), "ask", *ask_args(preset), "--json", question],
+        env=rca_env(home),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    seconds = time.perf_counter() - tick
+    answer = None
+    if done.returncode == 0:
+        answer = json.loads(done.stdout).get("answer")
+    print(f"  cold {preset}: {seconds:.1f} s rc {done.returncode} answer {answer!r}", flush=True)
+    return {"cold_s": round(seconds, 2), "cold_ok": done.returncode == 0, "cold_load": load}
+
+
+_PROFILE = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from rag_complexity_agents.cli import app  # what `rca` imports
+t1 = time.perf_counter()
+from rag_complexity_agents.components import Components
+from rag_complexity_agents.config import Config
+from rag_complexity_agents.profiles import apply_profile
+parts = Components(apply_profile(Config()))
+chat = parts.chat
+chat._runtime()
+t2 = time.perf_counter()
+parts.first_stage.search(sys.argv[1], 5)
+t3 = time.perf_counter()
+for chunk in chat.stream([("human", sys.argv[1])], max_tokens=4):
+    if chunk.content:
+        break
+t4 = time.perf_counter()
+print(json.dumps({"import_s": t1 - t0, "model_load_s": t2 - t1, "collection_open_s": t3 - t2,
+                  "first_token_s": t4 - t3}))
+"""
+
+
+def cold_profile(home: Path) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-c", _PROFILE, DEMO_QUESTION],
+        env=rca_env(home),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    steps = {k: round(v, 2) for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
+    imports = subprocess.run(  # the same path again, with the import time of every module
+        [sys.executable, "-X", "importtime", "-c", _PROFILE, DEMO_QUESTION],
+        env=rca_env(home),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    packages: dict[str, float] = {}  # top-level package -> its largest cumulative import time
+    for line in imports.stderr.splitlines():
+        match = re.match(r"import time:\s+\d+ \|\s+(\d+) \|\s*([\w.]+)", line)
+        if match:
+            name = match.group(2).split(".")[0]
+            packages[name] = max(packages.get(name, 0.0), int(match.group(1)) / 1e6)
+    top = sorted(((sec, name) for name, sec in packages.items()), reverse=True)
+    return {
+        **steps,
+        "load": load_average(),
+        "slowest_imports": [[n, round(s, 2)] for s, n in top[:10]],
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Summary, targets, output
+# --------------------------------------------------------------------------------------------
+
+
+def summarise(rows: list[dict[str, Any]], cold: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for preset in dict.fromkeys(r["strategy"] for r in rows):
+        mine = [r for r in rows if r["strategy"] == preset]
+        demo = next(r for r in mine if r["demo"])
+        sums = {
+            k: sum(r[k] for r in mine)
+            for k in ("new_tokens", "reused_tokens", "decoded_tokens", "model_calls", "llm_calls")
+        }
+        warm, floor = (statistics.mean(r[k] for r in mine) for k in ("warm_s", "floor_s"))
+        n = len(mine)
+        out.append(
+            {
+                "strategy": preset,
+                "questions": n,
+                "warm_s": round(warm, 2),
+                "floor_s": round(floor, 2),
+                "ratio": round(warm / floor, 2) if floor else None,
+                "demo_warm_s": demo["warm_s"],
+                "demo_floor_s": demo["floor_s"],
+                **(cold.get(preset) or {"cold_s": None}),
+                **{k: round(v / n, 1) for k, v in sums.items()},
+                "retrieval_s": round(statistics.mean(r["retrieval_s"] for r in mine), 2),
+                "llm_busy_s": round(statistics.mean(r["llm_busy_s"] for r in mine), 2),
+            }
+        )
+    return out
+
+
+def targets(summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+
+    def check(name: str, value: float | None, limit: float) -> None:
+        met = None if value is None else value <= limit
+        out.append({"target": name, "value": value, "limit": limit, "met": met})
+
+    for s in summary:
+        ratio = s["ratio"]
+        check(f"{s['strategy']} warm / floor", ratio, FLOOR_RATIO)
+        if s["strategy"] == DEMO_PRESET:
+            check(f"{DEMO_PRESET} demo question warm s", s["demo_warm_s"], DEMO_WARM_S)
+            check(f"{DEMO_PRESET} demo question cold s", s.get("cold_s"), DEMO_COLD_S)
+        if s["strategy"] == "single_step":
+            check("single_step warm s (mean)", s["warm_s"], SINGLE_STEP_WARM_S)
+    return out
+
+
+def write_markdown(data: dict[str, Any], path: Path) -> None:
+    loads = data["load_average"]
+    rates = ", ".join(f"{r['prefill_tok_s']}/{r['decode_tok_s']}" for r in data["rates"])
+    idle = loads["max"] <= IDLE_LOAD
+    label = "idle" if idle else f"**NON-IDLE run** (load up to {loads['max']} on 2 cores)"
+    lines = [
+        "# Latency: warm and cold wall time against the token compute floor",
+        "",
+        f"`{data['command']}` — {data['machine']}, threads {data['threads']}, "
+        f"{data['questions']} question(s), {label}. Load average (1 min): start "
+        f"{loads['start']}, end {loads['end']}, max {loads['max']}. "
+        + ("" if idle else "Absolute times of a non-idle run are not meaningful. "),
+        "",
+        f"Rates (median of one measurement before each preset): prefill "
+        f"**{data['prefill_tok_s']} tok/s**, decode **{data['decode_tok_s']} tok/s** "
+        f"(each: {rates}).",
+        "",
+        "Floor = new prompt tokens / prefill + decoded tokens / decode + retrieval time. Token "
+        "counts come from the llama.cpp runtime (`runtime_stats()`); per question, averaged.",
+        "",
+        "| strategy | warm s | floor s | warm/floor | demo warm s | cold s | new tok | reused "
+        "tok | decoded tok | model calls | loop LLM calls | retrieval s | model busy s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in data["summary"]:
+        lines.append(
+            f"| {s['strategy']} | {s['warm_s']} | {s['floor_s']} | {s['ratio']} | "
+            f"{s['demo_warm_s']} | {s.get('cold_s') if s.get('cold_s') is not None else '—'} | "
+            f"{s['new_tokens']} | {s['reused_tokens']} | {s['decoded_tokens']} | "
+            f"{s['model_calls']} | {s['llm_calls']} | {s['retrieval_s']} | {s['llm_busy_s']} |"
+        )
+    lines += ["", "## Targets", "", "| target | value | limit | |", "|---|---:|---:|---|"]
+    for t in data["targets"]:
+        verdict = "—" if t["met"] is None else ("met" if t["met"] else "missed")
+        lines.append(f"| {t['target']} | {t['value']} | {t['limit']} | {verdict} |")
+    prof = data.get("cold_profile")
+    if prof:
+        lines += [
+            "",
+            "## Cold start (one fresh process)",
+            "",
+            f"Import of the `rca` app {prof['import_s']} s, model load {prof['model_load_s']} s, "
+            f"collection open (first search) {prof['collection_open_s']} s, first token "
+            f"{prof['first_token_s']} s (load {prof['load']}). Slowest imported packages "
+            "on that path (`python -X importtime`; cumulative s, a package's imports included): "
+            + ", ".join(f"`{n}` {s}" for n, s in prof["slowest_imports"])
+            + ".",
+        ]
+    lines += ["", "## Analysis", "", *analysis_block(read_analysis(path)), ""]
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--questions", type=int, default=11)
+    ap.add_argument("--presets", default=",".join(PRESETS))
+    ap.add_argument("--cold-presets", default=None, help="default: the --presets; 'none'")
+    ap.add_argument("--home", type=Path, default=None)
+    ap.add_argument(
+        "--threads",
+        default=None,
+        help="models.n_threads of the warm runs and rates: a number, "
+        "or 'auto' (free cores); default: the cpu profile's (cold runs always use it)",
+    )
+    ap.add_argument("--no-profile", action="store_true", help="skip the cold-start profile")
+    ap.add_argument("--out", default="latency", help="results file stem")
+    args = ap.parse_args(argv)
+    presets = [p for p in args.presets.split(",") if p]
+    cold_presets = (
+        presets
+        if args.cold_presets is None
+        else ([] if args.cold_presets == "none" else args.cold_presets.split(","))
+    )
+    from rag_complexity_agents.config import Config
+    from rag_complexity_agents.eval.strategies import EvalComponents
+    from rag_complexity_agents.models.llamacpp import loaded_runtimes
+    from rag_complexity_agents.profiles import apply_profile
+
+    tmp = None
+    home = args.home
+    if home is None:
+        tmp = tempfile.TemporaryDirectory(prefix="rca-latency-")
+        home = Path(tmp.name)
+    ensure_demo_collection(home)
+    os.environ["RCA_CORPUS__HOME"] = str(home)
+    loads = [load_average()]
+    qs = questions(args.questions)
+    profile = None if args.no_profile else cold_profile(home)
+    loads.append(load_average())
+    overrides: dict[str, Any] = {}
+    if args.threads is not None:
+        overrides["models.n_threads"] = None if args.threads == "auto" else int(args.threads)
+    parts = EvalComponents(apply_profile(Config().with_overrides(overrides)), llm_cache=None)
+    chat = parts.chat
+    chat._runtime()  # model loaded
+    parts.first_stage.search(DEMO_QUESTION, 5)  # collection open
+    rows, rates = warm_runs(parts, presets, qs, chat)
+    loads += [r["load"] for r in rows]
+    cold = {}
+    for preset in cold_presets:
+        cold[preset] = cold_run(preset, DEMO_QUESTION, home)
+        loads.append(cold[preset]["cold_load"])
+    loads.append(load_average())
+    for row in rows:  # cold runs answer the demo question only
+        row["cold_s"] = (cold.get(row["strategy"]) or {}).get("cold_s") if row["demo"] else None
+    summary = summarise(rows, cold)
+    data = {
+        "command": "benchmarks/latency.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "machine": machine(),
+        "threads": chat._runtime().threads,
+        # 1 = every preset and question used the one model loaded before the warm runs
+        "models_loaded": len(loaded_runtimes()),
+        "questions": len(qs),
+        "load_average": {"start": loads[0], "end": loads[-1], "max": max(loads)},
+        "idle": max(loads) <= IDLE_LOAD,
+        "prefill_tok_s": statistics.median(r["prefill_tok_s"] for r in rates),
+        "decode_tok_s": statistics.median(r["decode_tok_s"] for r in rates),
+        "rates": rates,
+        "summary": summary,
+        "targets": targets(summary),
+        "cold_profile": profile,
+        "rows": rows,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    write_markdown(data, RESULTS / f"{args.out}.md")
+    print(f"wrote {RESULTS / args.out}.json and .md", flush=True)
+    if tmp is not None:
+        tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()
