@@ -144,8 +144,8 @@ def summarize(
         for metric in ANSWER_METRICS:
             answers[metric].append(scores[metric])
         trace = line.get("trace") or {}
-        # The structured-generation work adds a per-question total "format_failures" to the
-        # loops' traces; until every strategy reports it, a trace without it counts as 0.
+        # Loop traces carry a per-question total "format_failures"; strategies without
+        # structured steps (peers, no-retrieval) have none, which counts as 0.
         format_failures += int(_number(trace.get("format_failures")) or 0)
         breaks += int(bool(trace.get("peer_break")))
         load = _number(line.get("load_average"))
