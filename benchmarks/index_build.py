@@ -50,6 +50,13 @@ DATA_FILES = (
     "hotpotqa_dev_distractor_ctx.jsonl",
     "2wikimultihopqa_dev_ctx.jsonl",
 )
+#: How the markdown describes each ``--fill`` (see :func:`_scale_vectors`).
+FILLS = {
+    "gaussian": "random vectors from a Gaussian with the real rows' mean and covariance "
+    "(renormalised)",
+    "isotropic": "random unit vectors",
+    "noisy": "real rows plus Gaussian noise of norm {noise} (renormalised)",
+}
 COMMAND = "HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python benchmarks/index_build.py"
 
 
@@ -300,34 +307,37 @@ def _load() -> list[float]:
     return [round(v, 2) for v in os.getloadavg()]
 
 
-def _scale_vectors(real: np.ndarray, n: int, noise: float, seed: int) -> np.ndarray:
-    """``n`` unit vectors: the real embeddings first, then real ones plus Gaussian noise.
+def _scale_vectors(real: np.ndarray, n: int, fill: str, noise: float, seed: int) -> np.ndarray:
+    """``n`` unit vectors: the real embeddings first, then ``fill`` rows (renormalised):
 
-    Each added row is a random real row plus noise of norm ``noise`` (cosine ≈ 1/√(1+noise²)
-    to its source), renormalised: the neighbourhood structure of a corpus with many related
-    paragraphs. Pure random unit vectors (``noise`` = inf) have no neighbourhood structure.
+    * ``gaussian``: random vectors drawn from a Gaussian with the real rows' mean and
+      covariance: the anisotropy of real embeddings, no duplicated structure;
+    * ``isotropic``: random unit vectors (no neighbourhood structure at all: in 384-d every
+      row is almost equidistant from every other, the worst case for any ANN index);
+    * ``noisy``: a random real row plus Gaussian noise of norm ``noise`` (cosine to the source
+      ≈ 1/√(1+noise²); with few real rows, many near-equidistant copies of each).
     """
     rng = np.random.default_rng(seed)
-    out = np.empty((n, real.shape[1]), dtype=np.float32)
+    dim = real.shape[1]
+    out = np.empty((n, dim), dtype=np.float32)
     head = min(n, len(real))
     out[:head] = real[:head]
+    mean = real.mean(axis=0)
+    factor = np.linalg.cholesky(np.cov(real.T) + 1e-6 * np.eye(dim)).astype(np.float32)
     for start in range(head, n, 65536):
         stop = min(n, start + 65536)
-        if math.isinf(noise):
-            block = rng.standard_normal((stop - start, real.shape[1]), dtype=np.float32)
-        else:
-            base = real[rng.integers(0, len(real), stop - start)]
-            jitter = rng.standard_normal(base.shape, dtype=np.float32)
-            jitter *= noise / np.sqrt(real.shape[1])
-            block = base + jitter
+        block = rng.standard_normal((stop - start, dim), dtype=np.float32)
+        if fill == "gaussian":
+            block = block @ factor.T + mean
+        elif fill == "noisy":
+            block = real[rng.integers(0, len(real), stop - start)] + block * noise / np.sqrt(dim)
         block /= np.linalg.norm(block, axis=1, keepdims=True)
         out[start:stop] = block
     return out
 
 
-def _sample_recall(matrix: np.ndarray, cols: np.ndarray, k: int, samples: int) -> float:
-    """Mean |approximate top-k ∩ exact top-k| / k over ``samples`` evenly spaced rows."""
-    rows = np.unique(np.linspace(0, len(matrix) - 1, samples).astype(np.int64))
+def _sample_recall(matrix: np.ndarray, cols: np.ndarray, k: int, rows: np.ndarray) -> float:
+    """Mean |approximate top-k ∩ exact top-k| / k over ``rows`` (exact by brute force)."""
     hits = 0
     for start in range(0, len(rows), 64):
         part = rows[start : start + 64]
@@ -337,6 +347,11 @@ def _sample_recall(matrix: np.ndarray, cols: np.ndarray, k: int, samples: int) -
         for got, want in zip(cols[part, :k], exact, strict=True):
             hits += len(set(got.tolist()) & set(want.tolist()))
     return round(hits / (len(rows) * k), 4)
+
+
+def _spaced(low: int, high: int, samples: int) -> np.ndarray:
+    """Up to ``samples`` evenly spaced rows of ``low .. high - 1``."""
+    return np.unique(np.linspace(low, high - 1, samples).astype(np.int64))
 
 
 def _hnswlib_topk(matrix: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -365,21 +380,30 @@ def _child_scale(args: argparse.Namespace) -> dict[str, Any]:
     method, n_text = args.child_scale.split(":")
     n = int(n_text)
     real = np.load(args.real)
-    matrix = _scale_vectors(real, n, args.noise, seed=n)
+    matrix = _scale_vectors(real, n, args.fill, args.noise, seed=n)
     ids = [f"chunk-{i}" for i in range(n)]
     load_before = _load()
     rss_before = _current_rss_mb()
+    measured: dict[str, Any] = {}
+    searched = n
     with tempfile.TemporaryDirectory(prefix="rca-scale-") as tmp:
         start = time.perf_counter()
         if method == "hnswlib":
             cols, _ = _hnswlib_topk(matrix, args.k)
+        elif method == "faiss" and 0 < args.search_sample < n:
+            cols, measured = _sampled_faiss(matrix, args.k, args.search_sample)
+            searched = args.search_sample
         else:
             graph = TopKGraph.build(Path(tmp) / "g", matrix, ids, k=args.k, method=method)
             cols = np.asarray(graph.neighbour_rows)
-        seconds = time.perf_counter() - start
+        seconds = measured.get("extrapolated_seconds", time.perf_counter() - start)
         load_after = _load()
         peak = _peak_rss_mb()
-        recall = _sample_recall(matrix, cols, args.k, args.recall_samples)
+        real_rows = min(n, len(real))
+        recall = _sample_recall(matrix, cols, args.k, _spaced(0, searched, args.recall_samples))
+        recall_real = _sample_recall(
+            matrix, cols, args.k, _spaced(0, real_rows, args.recall_samples)
+        )
     return {
         "method": method,
         "n_chunks": n,
@@ -388,11 +412,91 @@ def _child_scale(args: argparse.Namespace) -> dict[str, Any]:
         "peak_rss_mb": round(peak, 1),
         "rss_before_build_mb": round(rss_before, 1),
         "graph_recall": recall,
+        "graph_recall_real_rows": recall_real,
         "recall_samples": args.recall_samples,
-        "real_rows": min(n, len(real)),
+        "real_rows": real_rows,
+        "fill": args.fill,
         "noise": args.noise,
         "loadavg_before": load_before,
         "loadavg_after": load_after,
+        **measured,
+    }
+
+
+def _child_ef_sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """One faiss HNSW index over ``n`` rows (``M``, efConstruction given); for each k and
+    efSearch the recall of sampled real rows and sampled fill rows against brute force."""
+    from rag_complexity_agents.corpus.graph.ann import hnsw_index
+
+    n_text, m_text, efc_text = args.child_ef_sweep.split(":")
+    n, m, efc = int(n_text), int(m_text), int(efc_text)
+    real = np.load(args.real)
+    matrix = _scale_vectors(real, n, args.fill, args.noise, seed=n)
+    head = min(n, len(real))
+    rows = np.concatenate([_spaced(0, head, 150), _spaced(head, n, 150)])
+    sims = matrix[rows] @ matrix.T
+    sims[np.arange(len(rows)), rows] = -np.inf
+    load_before = _load()
+    tick = time.perf_counter()
+    index = hnsw_index(matrix, m=m, ef_construction=efc)
+    build = round(time.perf_counter() - tick, 1)
+    out = []
+    for k in (int(v) for v in args.sweep_k.split(",")):
+        exact = np.argpartition(-sims, k, axis=1)[:, :k]
+        for ef in (int(v) for v in args.sweep_ef.split(",")):
+            index.hnsw.efSearch = max(ef, k + 1)
+            tick = time.perf_counter()
+            _, found = index.search(matrix[rows], k + 1)
+            per_row = (time.perf_counter() - tick) * 1000 / len(rows)
+            hit = [
+                len({c for c in got.tolist() if c != row}.intersection(want.tolist())) / k
+                for got, want, row in zip(found, exact, rows.tolist(), strict=True)
+            ]
+            out.append(
+                {
+                    "n_chunks": n,
+                    "m": m,
+                    "ef_construction": efc,
+                    "index_seconds": build,
+                    "k": k,
+                    "ef_search": ef,
+                    "recall_real_rows": round(float(np.mean(hit[: len(rows) // 2])), 4),
+                    "recall_fill_rows": round(float(np.mean(hit[len(rows) // 2 :])), 4),
+                    "search_ms_per_row": round(per_row, 2),
+                    "loadavg_before": load_before,
+                    "loadavg_after": _load(),
+                }
+            )
+    return out
+
+
+def _sampled_faiss(matrix: np.ndarray, k: int, rows: int) -> tuple[np.ndarray, dict[str, Any]]:
+    """Build the faiss index over all rows, search only the first ``rows`` rows, and
+    extrapolate the whole graph's time (index + rows searched × n / rows)."""
+    from rag_complexity_agents.corpus.graph.ann import (
+        SEARCH_ROWS,
+        default_ef_search,
+        hnsw_index,
+        search_rows,
+    )
+
+    tick = time.perf_counter()
+    index = hnsw_index(matrix)
+    index_seconds = time.perf_counter() - tick
+    cols = np.empty((rows, k), dtype=np.int32)
+    tick = time.perf_counter()
+    for start in range(0, rows, SEARCH_ROWS):
+        stop = min(rows, start + SEARCH_ROWS)
+        cols[start:stop] = search_rows(index, matrix, k, start, stop)[0]
+    search_seconds = time.perf_counter() - tick
+    per_row = search_seconds / rows
+    return cols, {
+        "extrapolated_seconds": index_seconds + per_row * len(matrix),
+        "index_seconds": round(index_seconds, 1),
+        "rows_searched": rows,
+        "search_ms_per_row": round(per_row * 1000, 3),
+        "ef_search": default_ef_search(k),
+        "graph_seconds_extrapolated": True,
     }
 
 
@@ -411,7 +515,7 @@ def _on_demand_latency(real: np.ndarray, args: argparse.Namespace) -> dict[str, 
     from rag_complexity_agents.integrations.neighbours import ChromaSource, OnDemandGraph
 
     n, k, b = args.on_demand_size, args.on_demand_k, 16
-    matrix = _scale_vectors(real, n, args.noise, seed=n)
+    matrix = _scale_vectors(real, n, args.fill, args.noise, seed=n)
     ids = [f"chunk-{i}" for i in range(n)]
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -595,23 +699,43 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
         "",
         f"Reproduce: `{scale['command']}`",
         "",
-        f"Vectors: {scale['real_rows']:,} real MiniLM paragraph embeddings, then real rows plus "
-        f"Gaussian noise of norm {scale['noise']} (renormalised; cosine to their source ≈ "
-        f"{1 / math.sqrt(1 + scale['noise'] ** 2):.2f}). `graph_recall` = mean |approximate "
-        "top-k ∩ exact top-k| / k over evenly spaced sample rows (exact by brute force). "
+        f"Vectors: {scale['real_rows']:,} real MiniLM paragraph embeddings, then "
+        f"{FILLS[scale.get('fill', 'noisy')].format(noise=scale['noise'])}. `graph_recall` = "
+        "mean |approximate top-k ∩ exact top-k| / k over evenly spaced sample rows of all rows "
+        "(exact by brute force); `recall real` over sample rows among the real embeddings. "
         "Load average (1, 5, 15 min) is recorded before and after every timing: the machine "
         "(2 cores) was shared with other jobs, so times are upper bounds of an idle machine's.",
         "",
-        "| method | n_chunks | k | graph_seconds | peak_rss_mb | graph_recall | load before "
-        "| load after |",
-        "|---|---:|---:|---:|---:|---:|---|---|",
+        "| method | n_chunks | k | graph_seconds | peak_rss_mb | graph_recall | recall real "
+        "| load before | load after |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for row in scale["rows"]:
         lines.append(
             f"| {row['method']} | {row['n_chunks']:,} | {row['k']} | {row['graph_seconds']} "
-            f"| {row['peak_rss_mb']} | {row['graph_recall']} | {row['loadavg_before']} "
+            f"| {row['peak_rss_mb']} | {row['graph_recall']} "
+            f"| {row.get('graph_recall_real_rows', '')} | {row['loadavg_before']} "
             f"| {row['loadavg_after']} |"
         )
+    if scale.get("ef_sweep"):
+        lines += [
+            "",
+            "### HNSW parameters: recall against exact by efSearch",
+            "",
+            "One faiss index per (n, M, efConstruction); 150 sampled real rows and 150 sampled "
+            "fill rows, each against brute force. Search ms per row is for a batch of 300 rows "
+            "on the shared machine.",
+            "",
+            "| n | M | efConstruction | index s | k | efSearch | recall real | recall fill "
+            "| search ms/row | load before |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        lines += [
+            f"| {r['n_chunks']:,} | {r['m']} | {r['ef_construction']} | {r['index_seconds']} "
+            f"| {r['k']} | {r['ef_search']} | {r['recall_real_rows']} | {r['recall_fill_rows']} "
+            f"| {r['search_ms_per_row']} | {r['loadavg_before']} |"
+            for r in scale["ef_sweep"]
+        ]
     od = scale.get("on_demand")
     if od:
         lines += [
@@ -693,6 +817,7 @@ def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]
     scale: dict[str, Any] = {
         "rows": [],
         "real_rows": len(real),
+        "fill": args.fill,
         "noise": args.noise,
         "command": command,
     }
@@ -706,10 +831,19 @@ def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]
     with tempfile.TemporaryDirectory(prefix="rca-scale-") as tmp:
         real_path = Path(tmp) / "real.npy"
         np.save(real_path, real)
-        for spec in args.scale_runs.split(","):
+        sweep_args = ["--fill", args.fill, "--noise", str(args.noise)]
+        sweep_args += ["--sweep-k", args.sweep_k, "--sweep-ef", args.sweep_ef]
+        for spec in filter(None, args.ef_sweep.split(",")):
+            print(f"scale: HNSW recall sweep {spec} ...", flush=True)
+            found = _run_child("--child-ef-sweep", spec, args, real_path, sweep_args)
+            scale.setdefault("ef_sweep", []).extend(found)
+            _write(args.out, {**previous, "scale": scale})
+        for spec in filter(None, args.scale_runs.split(",")):
             method, n, k = spec.split(":")
             print(f"scale: {method} graph of {int(n):,} chunks, k={k} ...", flush=True)
-            extra = ["--noise", str(args.noise), "--recall-samples", str(args.recall_samples)]
+            extra = ["--fill", args.fill, "--noise", str(args.noise)]
+            extra += ["--recall-samples", str(args.recall_samples)]
+            extra += ["--search-sample", str(args.search_sample)]
             run = argparse.Namespace(**{**vars(args), "k": int(k)})
             row = _run_child("--child-scale", f"{method}:{n}", run, real_path, extra)
             print(f"    {row}", flush=True)
@@ -757,14 +891,35 @@ def main(argv: list[str] | None = None) -> None:
         help="method:n_chunks:k builds of the scale section",
     )
     parser.add_argument("--scale-real-chunks", type=int, default=12000)
+    parser.add_argument(
+        "--ef-sweep",
+        default="",
+        help="n:M:efConstruction,... HNSW indexes whose recall is swept over --sweep-k × "
+        "--sweep-ef (before the --scale-runs)",
+    )
+    parser.add_argument("--sweep-k", default="16,100")
+    parser.add_argument("--sweep-ef", default="64,128,256,400,600,800")
     parser.add_argument("--real-vectors", help="a .npy of real embeddings to use instead")
-    parser.add_argument("--noise", type=float, default=1.0)
+    parser.add_argument(
+        "--fill",
+        choices=("gaussian", "isotropic", "noisy"),
+        default="gaussian",
+        help="how rows beyond the real embeddings are made (see _scale_vectors)",
+    )
+    parser.add_argument("--noise", type=float, default=1.0, help="noise norm of --fill noisy")
     parser.add_argument("--recall-samples", type=int, default=1000)
+    parser.add_argument(
+        "--search-sample",
+        type=int,
+        default=0,
+        help="faiss rows: search only this many rows and extrapolate the graph time",
+    )
     parser.add_argument("--on-demand-size", type=int, default=20000)
     parser.add_argument("--on-demand-k", type=int, default=10)
     parser.add_argument("--on-demand-queries", type=int, default=200)
     parser.add_argument("--real", help=argparse.SUPPRESS)
     parser.add_argument("--child-scale", help=argparse.SUPPRESS)
+    parser.add_argument("--child-ef-sweep", help=argparse.SUPPRESS)
     parser.add_argument("--child-graph", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child-matmul", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -777,6 +932,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.child_scale is not None:
         print(json.dumps(_child_scale(args)))
+        return
+    if args.child_ef_sweep is not None:
+        print(json.dumps(_child_ef_sweep(args)))
         return
     results = args.out / "index_build.json"
     previous = json.loads(results.read_text()) if results.is_file() else {}

@@ -114,10 +114,10 @@ class GraphConfig(BaseModel):
         "'auto' = exact up to exact_max_rows chunks, else faiss.",
     )
     exact_max_rows: int = Field(
-        200_000,
+        1_000_000,
         ge=1,
-        description="Largest collection 'auto' builds exactly (provisional: from the exact "
-        "build's n^2 cost, not a measured crossover; benchmarks/results/index_build.md).",
+        description="Largest collection 'auto' builds exactly (measured crossover on 2 cores "
+        "at graph recall >= 0.95: docs/scaling.md, benchmarks/results/index_build.md).",
     )
 
 

@@ -60,9 +60,10 @@ __all__ = [
 
 GraphMethod = Literal["auto", "exact", "faiss"]
 #: ``method="auto"`` builds the exact graph up to this many rows and an approximate one above.
-#: Provisional: the exact build's measured n² cost (34.5 s at 100k on two idle cores, so about
-#: 2.5 min at 200k) is where waiting starts to hurt; see docs/scaling.md for the measurements.
-EXACT_MAX_ROWS = 200_000
+#: Measured on two cores (docs/scaling.md): at the HNSW settings that reach a graph recall of
+#: 0.95 (:func:`.ann.default_ef_search`) the approximate build costs ~3–5 ms per row, the exact
+#: one 0.35 ms per row per 100k rows (n²), so the two cross near a million rows.
+EXACT_MAX_ROWS = 1_000_000
 
 #: Relative slack for comparing float32 similarities with stored float16 ones (2^-10 > 2^-11).
 _FP16_SLACK = 2.0**-10
