@@ -385,14 +385,13 @@ def _child_scale(args: argparse.Namespace) -> dict[str, Any]:
     load_before = _load()
     rss_before = _current_rss_mb()
     measured: dict[str, Any] = {}
-    searched = n
+    searched_rows = np.arange(n)
     with tempfile.TemporaryDirectory(prefix="rca-scale-") as tmp:
         start = time.perf_counter()
         if method == "hnswlib":
             cols, _ = _hnswlib_topk(matrix, args.k)
         elif method == "faiss" and 0 < args.search_sample < n:
-            cols, measured = _sampled_faiss(matrix, args.k, args.search_sample)
-            searched = args.search_sample
+            cols, measured, searched_rows = _sampled_faiss(matrix, args.k, args.search_sample)
         else:
             graph = TopKGraph.build(Path(tmp) / "g", matrix, ids, k=args.k, method=method)
             cols = np.asarray(graph.neighbour_rows)
@@ -400,10 +399,11 @@ def _child_scale(args: argparse.Namespace) -> dict[str, Any]:
         load_after = _load()
         peak = _peak_rss_mb()
         real_rows = min(n, len(real))
-        recall = _sample_recall(matrix, cols, args.k, _spaced(0, searched, args.recall_samples))
-        recall_real = _sample_recall(
-            matrix, cols, args.k, _spaced(0, real_rows, args.recall_samples)
-        )
+        sample = searched_rows[_spaced(0, len(searched_rows), args.recall_samples)]
+        recall = _sample_recall(matrix, cols, args.k, sample)
+        real_searched = searched_rows[searched_rows < real_rows]
+        real_sample = real_searched[_spaced(0, len(real_searched), args.recall_samples)]
+        recall_real = _sample_recall(matrix, cols, args.k, real_sample)
     return {
         "method": method,
         "n_chunks": n,
@@ -470,34 +470,106 @@ def _child_ef_sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
     return out
 
 
-def _sampled_faiss(matrix: np.ndarray, k: int, rows: int) -> tuple[np.ndarray, dict[str, Any]]:
-    """Build the faiss index over all rows, search only the first ``rows`` rows, and
-    extrapolate the whole graph's time (index + rows searched × n / rows)."""
-    from rag_complexity_agents.corpus.graph.ann import (
-        SEARCH_ROWS,
-        default_ef_search,
-        hnsw_index,
-        search_rows,
-    )
+def _sampled_faiss(
+    matrix: np.ndarray, k: int, rows: int, windows: int = 16
+) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
+    """Build the faiss index over all rows, search only ``rows`` of them (``windows`` runs of
+    consecutive rows spread evenly over the matrix), and extrapolate the whole graph's time
+    (index + rows searched × n / rows). The n × k output buffers are allocated and written in
+    full, so the peak RSS is the full build's. Returns (n × k neighbour rows, -1 where not
+    searched; the measured figures; the searched rows)."""
+    from rag_complexity_agents.corpus.graph.ann import default_ef_search, hnsw_index, search_rows
 
+    n = len(matrix)
+    cols = np.full((n, k), -1, dtype=np.int32)
+    values = np.zeros((n, k), dtype=np.float32)
+    values.fill(-1.0)
     tick = time.perf_counter()
     index = hnsw_index(matrix)
     index_seconds = time.perf_counter() - tick
-    cols = np.empty((rows, k), dtype=np.int32)
+    per_window = max(1, rows // windows)
+    starts = _spaced(0, n - per_window + 1, windows)
     tick = time.perf_counter()
-    for start in range(0, rows, SEARCH_ROWS):
-        stop = min(rows, start + SEARCH_ROWS)
-        cols[start:stop] = search_rows(index, matrix, k, start, stop)[0]
+    for start in starts.tolist():
+        stop = start + per_window
+        cols[start:stop], values[start:stop], _ = search_rows(index, matrix, k, start, stop)
     search_seconds = time.perf_counter() - tick
-    per_row = search_seconds / rows
-    return cols, {
-        "extrapolated_seconds": index_seconds + per_row * len(matrix),
-        "index_seconds": round(index_seconds, 1),
-        "rows_searched": rows,
-        "search_ms_per_row": round(per_row * 1000, 3),
-        "ef_search": default_ef_search(k),
-        "graph_seconds_extrapolated": True,
-    }
+    searched = np.concatenate([np.arange(s, s + per_window) for s in starts.tolist()])
+    per_row = search_seconds / len(searched)
+    return (
+        cols,
+        {
+            "extrapolated_seconds": index_seconds + per_row * n,
+            "index_seconds": round(index_seconds, 1),
+            "rows_searched": len(searched),
+            "search_ms_per_row": round(per_row * 1000, 3),
+            "ef_search": default_ef_search(k),
+            "graph_seconds_extrapolated": True,
+        },
+        searched,
+    )
+
+
+def _nar_queries(
+    matrix: np.ndarray,
+    chunks: dict[str, Any],
+    graph: Any,
+    source: Any,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """Whole NAR queries (c = 100, b = 16, ``--on-demand-k`` neighbours per document) over the
+    prebuilt graph and over neighbours on demand from ``source`` (cold cache per query; with
+    the batched prefetch NAR does, and without it), timed per query, and how far their
+    top-10s agree. Query = a stored row's vector; R = its top 100 by dot product; scorer = dot
+    product with the stored vectors (cheap, so the times are NAR's and the store's)."""
+    from rag_complexity_agents.config import NARParams
+    from rag_complexity_agents.integrations.neighbours import OnDemandGraph
+    from rag_complexity_agents.retrieval.nar import neighbourhood_aware_rerank
+    from rag_complexity_agents.types import ScoredDoc
+
+    params = NARParams(b=16, c=100, neighbours_per_doc=args.on_demand_k)
+    rng = np.random.default_rng(1)
+    rows = rng.choice(len(matrix), size=args.on_demand_nar_queries, replace=False)
+    times: dict[str, list[float]] = {"prebuilt": [], "on_demand_batched": [], "on_demand": []}
+    calls: dict[str, list[int]] = {"on_demand_batched": [], "on_demand": []}
+    overlap: list[float] = []
+    for row in rows.tolist():
+        vector = matrix[row]
+
+        def score(_query: str, batch: Any, vector: np.ndarray = vector) -> np.ndarray:
+            return matrix[[int(c.id.split("-")[1]) for c in batch]] @ vector
+
+        top = np.argsort(-(matrix @ vector))[:100]
+        initial = [ScoredDoc(chunks[f"chunk-{i}"], 0.0, rank=r) for r, i in enumerate(top, 1)]
+        tops = {}
+        for mode in times:
+            on_demand = OnDemandGraph(
+                source, chunk_of=chunks.__getitem__, add_chunk=lambda c: c, k=args.on_demand_k
+            )
+            neighbours = graph.neighbours if mode == "prebuilt" else on_demand.neighbours
+            prefetch = on_demand.prefetch if mode == "on_demand_batched" else None
+            tick = time.perf_counter()
+            result = neighbourhood_aware_rerank(
+                "q",
+                initial,
+                score=score,
+                neighbours=neighbours,
+                chunk_of=chunks.__getitem__,
+                params=params,
+                prefetch=prefetch,
+            )
+            times[mode].append((time.perf_counter() - tick) * 1000)
+            if mode in calls:
+                calls[mode].append(on_demand.counts["store_calls"])
+            tops[mode] = [d.id for d in result.docs[:10]]
+        overlap.append(len(set(tops["prebuilt"]) & set(tops["on_demand_batched"])) / 10)
+    out: dict[str, Any] = {"nar_queries": len(rows), "nar_params": "c=100, b=16"}
+    for mode, values in times.items():
+        out[f"nar_ms_per_query_{mode}"] = round(float(np.mean(values)), 1)
+    for mode, values in calls.items():
+        out[f"store_calls_per_query_{mode}"] = round(float(np.mean(values)), 1)
+    out["nar_top10_agreement_on_demand_vs_prebuilt"] = round(float(np.mean(overlap)), 4)
+    return out
 
 
 def _on_demand_latency(real: np.ndarray, args: argparse.Namespace) -> dict[str, Any]:
@@ -581,6 +653,7 @@ def _on_demand_latency(real: np.ndarray, args: argparse.Namespace) -> dict[str, 
             tick = time.perf_counter()
             prebuilt = [graph.neighbours(q, k) for q in queries]
             graph_ms = (time.perf_counter() - tick) * 1000 / len(queries)
+            nar = _nar_queries(matrix, chunks, graph, ChromaSource(collection, make_chunk), args)
             load_after = _load()
         finally:
             server.terminate()
@@ -604,6 +677,7 @@ def _on_demand_latency(real: np.ndarray, args: argparse.Namespace) -> dict[str, 
         "nar_query_ms_unbatched_c100": round(c * single_ms, 1),
         "nar_query_ms_batched_c100_b16": round(math.ceil(c / b) * batch_ms, 1),
         "agreement_with_exact": round(float(agree), 4),
+        **nar,
         "loadavg_before": load_before,
         "loadavg_after": load_after,
     }
@@ -697,7 +771,8 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
         "",
         "## Scale: approximate graph, 1M chunks, neighbours on demand",
         "",
-        f"Reproduce: `{scale['command']}`",
+        "Each part records the command that produced it (`command` in the JSON); parts are "
+        "merged into this section run by run.",
         "",
         f"Vectors: {scale['real_rows']:,} real MiniLM paragraph embeddings, then "
         f"{FILLS[scale.get('fill', 'noisy')].format(noise=scale['noise'])}. `graph_recall` = "
@@ -717,6 +792,23 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
             f"| {row.get('graph_recall_real_rows', '')} | {row['loadavg_before']} "
             f"| {row['loadavg_after']} |"
         )
+    extrapolated = [r for r in scale["rows"] if r.get("graph_seconds_extrapolated")]
+    if extrapolated:
+        lines += [
+            "",
+            "Rows with an index time: the HNSW index was built over all rows (measured), "
+            "`rows_searched` rows were searched and the search time extrapolated to all rows; "
+            "the full n × k output buffers were allocated and written, so peak RSS is the "
+            "whole build's: "
+            + "; ".join(
+                f"{r['method']} {r['n_chunks']:,} k={r['k']}: index {r['index_seconds']} s, "
+                f"{r['search_ms_per_row']} ms per row searched ({r['rows_searched']:,} rows)"
+                for r in extrapolated
+            )
+            + ".",
+        ]
+    lines += ["", "Commands:", ""]
+    lines += [f"- `{c}`" for c in dict.fromkeys(r.get("command", "") for r in scale["rows"]) if c]
     if scale.get("ef_sweep"):
         lines += [
             "",
@@ -736,6 +828,39 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
             f"| {r['search_ms_per_row']} | {r['loadavg_before']} |"
             for r in scale["ef_sweep"]
         ]
+        if scale.get("ef_sweep_command"):
+            lines += ["", f"Command: `{scale['ef_sweep_command']}`"]
+    nar = scale.get("nar_by_graph")
+    if nar:
+        methods = list(dict.fromkeys(m for r in nar["rows"] for m in r["recall_at_10"]))
+        lines += [
+            "",
+            "### NAR R@10 on the retrieval benchmark by graph method",
+            "",
+            "`benchmarks/retrieval.py --graph-method …` (same corpus, queries, first stage and "
+            "scorer; only the neighbourhood graph differs). Δ = "
+            f"{methods[-1]} − {methods[0]} in points.",
+            "",
+            "| dataset | queries | pool | scorer | c | n | "
+            + " | ".join(f"R@10 {m}" for m in methods)
+            + " | Δ |",
+            "|---|---|---|---|---:|---:|" + "---:|" * len(methods) + "---:|",
+        ]
+        for r in nar["rows"]:
+            got = r["recall_at_10"]
+            delta = (
+                f"{(got[methods[-1]] - got[methods[0]]) * 100:+.2f}"
+                if all(m in got for m in methods)
+                else ""
+            )
+            lines.append(
+                f"| {r['dataset']} | {r['queries']} | {r['pool']} | {r['scorer']} "
+                f"| {r['budget']} | {r['n_queries']} | "
+                + " | ".join(f"{got.get(m, '')}" for m in methods)
+                + f" | {delta} |"
+            )
+        extra = [nar[key] for key in ("note", "command") if nar.get(key)]
+        lines += ["", *extra] if extra else []
     od = scale.get("on_demand")
     if od:
         lines += [
@@ -757,6 +882,26 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
             f"{od['agreement_with_exact']} (Chroma's HNSW index is approximate). "
             f"Load: {od['loadavg_before']} → {od['loadavg_after']}.",
         ]
+        if "nar_ms_per_query_prebuilt" in od:
+            lines += [
+                "",
+                f"Whole NAR queries ({od['nar_queries']} queries, {od['nar_params']}, "
+                f"{od['neighbours']} neighbours per document, cold cache per query):",
+                "",
+                "| neighbours from | ms per query | store calls per query |",
+                "|---|---:|---:|",
+                f"| prebuilt graph | {od['nar_ms_per_query_prebuilt']} | 0 |",
+                f"| Chroma server, batched prefetch (what NAR does) "
+                f"| {od['nar_ms_per_query_on_demand_batched']} "
+                f"| {od['store_calls_per_query_on_demand_batched']} |",
+                f"| Chroma server, one look-up per document | {od['nar_ms_per_query_on_demand']} "
+                f"| {od['store_calls_per_query_on_demand']} |",
+                "",
+                "Top-10 agreement of NAR on demand with NAR on the prebuilt graph: "
+                f"{od['nar_top10_agreement_on_demand_vs_prebuilt']}.",
+            ]
+        if od.get("command"):
+            lines += ["", f"Command: `{od['command']}`"]
     lines += ["", "### Capacity on paper: 10^8 chunks (384-d)", ""]
     lines += [f"- {line}" for line in scale["capacity"]]
     return "\n".join(lines) + "\n"
@@ -810,22 +955,48 @@ def _real_vectors(args: argparse.Namespace) -> np.ndarray:
     return np.asarray(emb["vectors"], dtype=np.float32)
 
 
+def _nar_by_graph(paths: list[str]) -> list[dict[str, Any]]:
+    """NAR rows of ``benchmarks/retrieval.py`` results run with different ``--graph-method``s:
+    R@10 per (dataset, queries, pool, scorer, budget), one column per graph method."""
+    runs = [json.loads(Path(path).read_text()) for path in paths]
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for run in runs:
+        method = run["setup"]["graph"].get("method", "exact")
+        for row in run["rows"]:
+            if row["strategy"] != "nar":
+                continue
+            key = (row["dataset"], row["queries"], row["pool"], row["scorer"], row["budget"])
+            entry = out.setdefault(
+                key,
+                dict(zip(("dataset", "queries", "pool", "scorer", "budget"), key, strict=True))
+                | {"n_queries": row["n_queries"], "recall_at_10": {}},
+            )
+            entry["recall_at_10"][method] = row["recall_at_10"]
+    return list(out.values())
+
+
 def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]:
-    """Run the scale section; the JSON/markdown are rewritten after every row."""
-    real = _real_vectors(args)
+    """Run the requested parts of the scale section and merge them into the existing one
+    (rows replace those of the same method, size and k); every part records its command.
+    The JSON/markdown are rewritten after every part."""
     command = " ".join([COMMAND, *sys.argv[1:]])
-    scale: dict[str, Any] = {
-        "rows": [],
-        "real_rows": len(real),
-        "fill": args.fill,
-        "noise": args.noise,
-        "command": command,
-    }
+    scale: dict[str, Any] = dict(previous.get("scale") or {})
+    scale.setdefault("rows", [])
     gflops = float(previous.get("rows", [{}])[-1].get("graph_gflops", 200.0))
-    scale["capacity"] = _capacity([], gflops)
+    if args.nar_results:
+        scale["nar_by_graph"] = {
+            "rows": _nar_by_graph(args.nar_results.split(",")),
+            "command": args.nar_command or "",
+        }
+        _write(args.out, {**previous, "scale": scale})
+    if not (args.on_demand_size or args.ef_sweep or args.scale_runs):
+        return scale
+    real = _real_vectors(args)
+    scale |= {"real_rows": len(real), "fill": args.fill, "noise": args.noise}
     if args.on_demand_size:
         print(f"scale: on-demand neighbours, Chroma server, {args.on_demand_size:,} chunks ...")
-        scale["on_demand"] = _on_demand_latency(real, args)
+        scale["on_demand"] = _on_demand_latency(real, args) | {"command": command}
+        scale.pop("on_demand_note", None)
         print(f"    {scale['on_demand']}", flush=True)
         _write(args.out, {**previous, "scale": scale})
     with tempfile.TemporaryDirectory(prefix="rca-scale-") as tmp:
@@ -833,10 +1004,13 @@ def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]
         np.save(real_path, real)
         sweep_args = ["--fill", args.fill, "--noise", str(args.noise)]
         sweep_args += ["--sweep-k", args.sweep_k, "--sweep-ef", args.sweep_ef]
+        if args.ef_sweep:
+            scale["ef_sweep"] = []
+            scale["ef_sweep_command"] = command
         for spec in filter(None, args.ef_sweep.split(",")):
             print(f"scale: HNSW recall sweep {spec} ...", flush=True)
             found = _run_child("--child-ef-sweep", spec, args, real_path, sweep_args)
-            scale.setdefault("ef_sweep", []).extend(found)
+            scale["ef_sweep"].extend(found)
             _write(args.out, {**previous, "scale": scale})
         for spec in filter(None, args.scale_runs.split(",")):
             method, n, k = spec.split(":")
@@ -846,10 +1020,16 @@ def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]
             extra += ["--search-sample", str(args.search_sample)]
             run = argparse.Namespace(**{**vars(args), "k": int(k)})
             row = _run_child("--child-scale", f"{method}:{n}", run, real_path, extra)
+            row["command"] = command
             print(f"    {row}", flush=True)
-            scale["rows"].append(row)
-            scale["capacity"] = _capacity(scale["rows"], gflops)
+            same = (row["method"], row["n_chunks"], row["k"])
+            scale["rows"] = [
+                r for r in scale["rows"] if (r["method"], r["n_chunks"], r["k"]) != same
+            ] + [row]
+            scale["rows"].sort(key=lambda r: (r["n_chunks"], r["k"], r["method"]))
             _write(args.out, {**previous, "scale": scale})
+    scale["capacity"] = _capacity(scale["rows"], gflops)
+    _write(args.out, {**previous, "scale": scale})
     return scale
 
 
@@ -914,9 +1094,17 @@ def main(argv: list[str] | None = None) -> None:
         default=0,
         help="faiss rows: search only this many rows and extrapolate the graph time",
     )
+    parser.add_argument(
+        "--nar-results",
+        default="",
+        help="comma-separated retrieval.json files of benchmarks/retrieval.py runs with "
+        "different --graph-method: their NAR R@10 side by side in the scale section",
+    )
+    parser.add_argument("--nar-command", default="", help="the command behind --nar-results")
     parser.add_argument("--on-demand-size", type=int, default=20000)
     parser.add_argument("--on-demand-k", type=int, default=10)
     parser.add_argument("--on-demand-queries", type=int, default=200)
+    parser.add_argument("--on-demand-nar-queries", type=int, default=30)
     parser.add_argument("--real", help=argparse.SUPPRESS)
     parser.add_argument("--child-scale", help=argparse.SUPPRESS)
     parser.add_argument("--child-ef-sweep", help=argparse.SUPPRESS)

@@ -151,13 +151,18 @@ def load_corpus(data_dir: Path, limit: int | None = None) -> Corpus:
     return Corpus(documents, queries, raw, digest.hexdigest()[:12])
 
 
-def build_collection(corpus: Corpus, cache: Path, graph_k: int) -> CorpusStore:
-    """The pooled collection in ``cache`` (built once, reused while the data is unchanged)."""
+def build_collection(
+    corpus: Corpus, cache: Path, graph_k: int, graph_method: str = "auto"
+) -> CorpusStore:
+    """The pooled collection in ``cache`` (built once, reused while the data is unchanged);
+    ``graph_method`` forces the graph's build method (``graph.method``: auto, exact, faiss),
+    each forced method in its own collection."""
     config = Config(
         corpus={"home": cache, "chunk_size": 4096, "chunk_overlap": 0},
-        graph={"k": graph_k},
+        graph={"k": graph_k, "method": graph_method},
     )
-    name = f"bench-pooled-{corpus.fingerprint}-k{graph_k}"
+    suffix = "" if graph_method == "auto" else f"-{graph_method}"
+    name = f"bench-pooled-{corpus.fingerprint}-k{graph_k}{suffix}"
     store = CorpusStore.open_or_create(name, config)
     if len(store) == 0:
         print(f"indexing {len(corpus.documents)} paragraphs into {store.directory}", flush=True)
@@ -365,7 +370,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     started = time.time()
     corpus = load_corpus(Path(args.data), args.limit)
-    store = build_collection(corpus, Path(args.cache), args.graph_k)
+    store = build_collection(corpus, Path(args.cache), args.graph_k, args.graph_method)
     first_stage = MemoFirstStage(store)
     scorers = load_scorers(args.scorers, store, args.cross_encoder)
     store.embedder.encode(["warm-up"])
@@ -520,7 +525,11 @@ def summarise(
             "collection": store.name,
             "indexed_text": "title + newline + paragraph text, one chunk per paragraph",
             "embedding": store.manifest.embedding,
-            "graph": {"k": graph.k, "built_from": "MiniLM embeddings (exact top-k)"},
+            "graph": {
+                "k": graph.k,
+                "method": graph.method,
+                "built_from": f"MiniLM embeddings ({graph.method} top-k)",
+            },
             "first_stage": "hybrid (RRF of bm25s and Chroma MiniLM, rrf_k=60)",
             "first_stage_k": args.first_stage_k,
             "b": args.b,
@@ -644,7 +653,8 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         f"Corpus: {setup['paragraphs_dedup']:,} paragraphs ({setup['paragraphs_raw']:,} before "
         "deduplication by title+text) of MuSiQue, 2WikiMultiHopQA and HotpotQA-distractor dev; "
         f"{setup['indexed_text']}. First stage: {setup['first_stage']}, R = top "
-        f"{setup['first_stage_k']}. Graph: MiniLM exact top-{setup['graph']['k']}. NAR: b = "
+        f"{setup['first_stage_k']}. Graph: MiniLM {setup['graph'].get('method', 'exact')} "
+        f"top-{setup['graph']['k']}. NAR: b = "
         f"{setup['b']}, {setup['neighbours_per_doc']} neighbours per scored document, budgets c "
         f"= {', '.join(map(str, setup['budgets']))}. Queries: "
         + ", ".join(f"{k} {v}" for k, v in setup["queries"].items())
@@ -753,6 +763,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--neighbours", type=int, default=10)
     parser.add_argument("--first-stage-k", type=int, default=100)
     parser.add_argument("--graph-k", type=int, default=16)
+    parser.add_argument(
+        "--graph-method",
+        choices=("auto", "exact", "faiss"),
+        default="auto",
+        help="force the neighbourhood graph's build method (graph.method; auto = exact here)",
+    )
     parser.add_argument("--bootstrap", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(

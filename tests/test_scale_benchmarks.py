@@ -1,0 +1,100 @@
+"""The scale tooling of the benchmarks: forcing the graph method of the retrieval benchmark's
+collection, the sampled 1M-style faiss build of ``index_build.py`` and the NAR-by-graph table."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from rag_complexity_agents.corpus.documents import SourceDocument
+from rag_complexity_agents.corpus.graph import exact_topk
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _benchmark(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    module = importlib.import_module(name)
+    monkeypatch.delitem(sys.modules, name)
+    return module
+
+
+def test_retrieval_benchmark_forces_the_graph_method(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("faiss")
+    retrieval = _benchmark("retrieval", monkeypatch)
+    documents = [
+        SourceDocument(f"d{i}", f"Paragraph {i} about topic {i % 5} and place {i % 7}.")
+        for i in range(40)
+    ]
+    corpus = retrieval.Corpus(documents, [], len(documents), "test")
+    default = retrieval.build_collection(corpus, tmp_path, 4)
+    forced = retrieval.build_collection(corpus, tmp_path, 4, "faiss")
+    assert default.graph.method == "exact" and forced.graph.method == "faiss"
+    assert forced.name == f"{default.name}-faiss"  # one collection per forced method
+    assert retrieval.parse_args(["--graph-method", "faiss"]).graph_method == "faiss"
+    assert retrieval.parse_args([]).graph_method == "auto"
+
+
+def test_sampled_faiss_build_searches_windows_and_fills_full_buffers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("faiss")
+    index_build = _benchmark("index_build", monkeypatch)
+    rng = np.random.default_rng(0)
+    matrix = rng.standard_normal((3000, 32)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    cols, measured, searched = index_build._sampled_faiss(matrix, 8, 400, windows=4)
+    assert cols.shape == (3000, 8) and len(searched) == measured["rows_searched"] == 400
+    assert searched[0] == 0 and searched[-1] == 2999  # windows spread over all rows
+    unsearched = np.setdiff1d(np.arange(3000), searched)
+    assert (cols[unsearched] == -1).all() and (cols[searched] >= 0).all()
+    assert not (cols[searched] == searched[:, None]).any()  # never the row itself
+    exact, _ = exact_topk(matrix, 8)
+    recall = np.mean([len(set(cols[r]) & set(exact[r])) / 8 for r in searched])
+    assert recall >= 0.9
+    assert measured["graph_seconds_extrapolated"] is True
+
+
+def test_nar_by_graph_pairs_the_runs_by_method(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index_build = _benchmark("index_build", monkeypatch)
+
+    def run(method: str, nar: float) -> Path:
+        row = {"dataset": "musique", "queries": "subquestions", "pool": "own"}
+        row |= {"scorer": "bi-encoder", "budget": 100, "n_queries": 3}
+        rows = [
+            row | {"strategy": "nar", "recall_at_10": nar},
+            row | {"strategy": "rerank", "recall_at_10": 0.5},
+        ]
+        path = tmp_path / f"{method}.json"
+        path.write_text(json.dumps({"rows": rows, "setup": {"graph": {"method": method}}}))
+        return path
+
+    got = index_build._nar_by_graph([str(run("exact", 0.8)), str(run("faiss", 0.79))])
+    assert got == [
+        {
+            "dataset": "musique",
+            "queries": "subquestions",
+            "pool": "own",
+            "scorer": "bi-encoder",
+            "budget": 100,
+            "n_queries": 3,
+            "recall_at_10": {"exact": 0.8, "faiss": 0.79},
+        }
+    ]
+    markdown = index_build._scale_markdown(
+        {"rows": [], "capacity": [], "real_rows": 10, "noise": 1.0, "fill": "gaussian"}
+        | {"nar_by_graph": {"rows": got, "command": "cmd"}}
+    )
+    assert "| musique | subquestions | own | bi-encoder | 100 | 3 | 0.8 | 0.79 | -1.00 |" in (
+        markdown
+    )
