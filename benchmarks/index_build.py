@@ -77,6 +77,13 @@ def _peak_rss_mb() -> float:
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU time of this process (all threads): unlike wall time, it does not
+    grow when other jobs share the cores."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _current_rss_mb() -> float:
     try:
         with open("/proc/self/statm", encoding="ascii") as handle:
@@ -387,7 +394,7 @@ def _child_scale(args: argparse.Namespace) -> dict[str, Any]:
     measured: dict[str, Any] = {}
     searched_rows = np.arange(n)
     with tempfile.TemporaryDirectory(prefix="rca-scale-") as tmp:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), _cpu_seconds()
         if method == "hnswlib":
             cols, _ = _hnswlib_topk(matrix, args.k)
         elif method == "faiss" and 0 < args.search_sample < n:
@@ -396,6 +403,7 @@ def _child_scale(args: argparse.Namespace) -> dict[str, Any]:
             graph = TopKGraph.build(Path(tmp) / "g", matrix, ids, k=args.k, method=method)
             cols = np.asarray(graph.neighbour_rows)
         seconds = measured.get("extrapolated_seconds", time.perf_counter() - start)
+        cpu = measured.get("extrapolated_cpu_seconds", _cpu_seconds() - cpu_start)
         load_after = _load()
         peak = _peak_rss_mb()
         real_rows = min(n, len(real))
@@ -409,6 +417,7 @@ def _child_scale(args: argparse.Namespace) -> dict[str, Any]:
         "n_chunks": n,
         "k": args.k,
         "graph_seconds": round(seconds, 1),
+        "graph_cpu_seconds": round(cpu, 1),
         "peak_rss_mb": round(peak, 1),
         "rss_before_build_mb": round(rss_before, 1),
         "graph_recall": recall,
@@ -484,25 +493,28 @@ def _sampled_faiss(
     cols = np.full((n, k), -1, dtype=np.int32)
     values = np.zeros((n, k), dtype=np.float32)
     values.fill(-1.0)
-    tick = time.perf_counter()
+    tick, cpu = time.perf_counter(), _cpu_seconds()
     index = hnsw_index(matrix)
-    index_seconds = time.perf_counter() - tick
+    index_seconds, index_cpu = time.perf_counter() - tick, _cpu_seconds() - cpu
     per_window = max(1, rows // windows)
     starts = _spaced(0, n - per_window + 1, windows)
-    tick = time.perf_counter()
+    tick, cpu = time.perf_counter(), _cpu_seconds()
     for start in starts.tolist():
         stop = start + per_window
         cols[start:stop], values[start:stop], _ = search_rows(index, matrix, k, start, stop)
-    search_seconds = time.perf_counter() - tick
+    search_seconds, search_cpu = time.perf_counter() - tick, _cpu_seconds() - cpu
     searched = np.concatenate([np.arange(s, s + per_window) for s in starts.tolist()])
-    per_row = search_seconds / len(searched)
+    per_row, cpu_per_row = search_seconds / len(searched), search_cpu / len(searched)
     return (
         cols,
         {
             "extrapolated_seconds": index_seconds + per_row * n,
+            "extrapolated_cpu_seconds": index_cpu + cpu_per_row * n,
             "index_seconds": round(index_seconds, 1),
+            "index_cpu_seconds": round(index_cpu, 1),
             "rows_searched": len(searched),
             "search_ms_per_row": round(per_row * 1000, 3),
+            "search_cpu_ms_per_row": round(cpu_per_row * 1000, 3),
             "ef_search": default_ef_search(k),
             "graph_seconds_extrapolated": True,
         },
@@ -600,7 +612,8 @@ def _on_demand_latency(real: np.ndarray, args: argparse.Namespace) -> dict[str, 
             stderr=subprocess.DEVNULL,
         )
         try:
-            for _ in range(300):
+            deadline = time.monotonic() + 300  # a loaded machine needs ~1 min to start it
+            while time.monotonic() < deadline:
                 try:
                     urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1)
                     break
@@ -781,14 +794,14 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
         "Load average (1, 5, 15 min) is recorded before and after every timing: the machine "
         "(2 cores) was shared with other jobs, so times are upper bounds of an idle machine's.",
         "",
-        "| method | n_chunks | k | graph_seconds | peak_rss_mb | graph_recall | recall real "
-        "| load before | load after |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---|",
+        "| method | n_chunks | k | graph_seconds | CPU seconds | peak_rss_mb | graph_recall "
+        "| recall real | load before | load after |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for row in scale["rows"]:
         lines.append(
             f"| {row['method']} | {row['n_chunks']:,} | {row['k']} | {row['graph_seconds']} "
-            f"| {row['peak_rss_mb']} | {row['graph_recall']} "
+            f"| {row.get('graph_cpu_seconds', '')} | {row['peak_rss_mb']} | {row['graph_recall']} "
             f"| {row.get('graph_recall_real_rows', '')} | {row['loadavg_before']} "
             f"| {row['loadavg_after']} |"
         )
@@ -875,9 +888,11 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
             f"| on demand, served from the cache | {od['cached_ms_per_lookup']} |",
             f"| prebuilt memory-mapped graph | {od['prebuilt_ms_per_lookup']} |",
             "",
-            f"Per NAR query with c = 100, b = 16 (cold cache): {od['nar_query_ms_unbatched_c100']}"
-            f" ms with one look-up per scored document (what NAR does today), "
-            f"{od['nar_query_ms_batched_c100_b16']} ms with c/b = 7 batched look-ups. "
+            "Per NAR query with c = 100, b = 16 (cold cache), from the look-up times above: "
+            f"{od['nar_query_ms_unbatched_c100']}"
+            f" ms with one look-up per scored document, "
+            f"{od['nar_query_ms_batched_c100_b16']} ms with c/b = 7 batched look-ups (NAR's "
+            "prefetch). "
             f"Agreement of the on-demand lists with the exact graph: "
             f"{od['agreement_with_exact']} (Chroma's HNSW index is approximate). "
             f"Load: {od['loadavg_before']} → {od['loadavg_after']}.",
@@ -923,10 +938,18 @@ def _capacity(rows: list[dict[str, Any]], gflops: float) -> list[str]:
     ]
     if biggest is not None:
         scale = n / biggest["n_chunks"] * math.log(n) / math.log(biggest["n_chunks"])
+        cpu = biggest.get("graph_cpu_seconds")
+        cost = (
+            f"{cpu} CPU-seconds at {biggest['n_chunks']:,} chunks (k = {biggest['k']}), about "
+            f"{cpu * scale / 3600:.0f} CPU-hours ({cpu * scale / 7200 / 24:.0f} days on 2 idle "
+            "cores)"
+            if cpu
+            else f"{biggest['graph_seconds']} s at {biggest['n_chunks']:,} chunks (k = "
+            f"{biggest['k']}, shared machine), about "
+            f"{biggest['graph_seconds'] * scale / 3600:.0f} hours on 2 cores"
+        )
         out.append(
-            f"Approximate (HNSW) build: ≈ n·log n; from {biggest['graph_seconds']} s at "
-            f"{biggest['n_chunks']:,} chunks (k = {biggest['k']}), about "
-            f"{biggest['graph_seconds'] * scale / 3600:.0f} hours on 2 cores, and its index "
+            f"Approximate (HNSW) build: ≈ n·log n; from {cost}, and its index "
             f"needs ≈ {n * (dim * 2 + 64 * 4) / 1e9:.0f} GB of RAM (float16 vectors + links): "
             "it does not fit this machine either."
         )
@@ -935,7 +958,8 @@ def _capacity(rows: list[dict[str, Any]], gflops: float) -> list[str]:
         "(Qdrant, Milvus, Weaviate, pgvector, a Chroma server …) with neighbours on demand "
         "(`from_langchain(store, neighbours='on_demand')`): NAR asks it for the neighbours of "
         "at most c scored documents per query, cached in sqlite; no graph is built. The cost "
-        "is one store look-up per uncached scored document (see the latency above)."
+        "is about c/b store calls per query (one per batch of b uncached scored documents; "
+        "see the latency above)."
     )
     return out
 
@@ -975,6 +999,13 @@ def _nar_by_graph(paths: list[str]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
+def _add_row(scale: dict[str, Any], row: dict[str, Any]) -> None:
+    """Add a build row to the scale section, replacing one of the same method, size and k."""
+    same = (row["method"], row["n_chunks"], row["k"])
+    rows = [r for r in scale["rows"] if (r["method"], r["n_chunks"], r["k"]) != same]
+    scale["rows"] = sorted([*rows, row], key=lambda r: (r["n_chunks"], r["k"], r["method"]))
+
+
 def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]:
     """Run the requested parts of the scale section and merge them into the existing one
     (rows replace those of the same method, size and k); every part records its command.
@@ -983,6 +1014,15 @@ def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]
     scale: dict[str, Any] = dict(previous.get("scale") or {})
     scale.setdefault("rows", [])
     gflops = float(previous.get("rows", [{}])[-1].get("graph_gflops", 200.0))
+    scale.setdefault("capacity", _capacity(scale["rows"], gflops))
+    for path in filter(None, args.merge_from.split(",")):
+        other = json.loads(Path(path).read_text()).get("scale", {})
+        for row in other.get("rows", []):
+            _add_row(scale, row)
+        for key in ("on_demand", "nar_by_graph", "ef_sweep", "ef_sweep_command"):
+            if key in other:
+                scale[key] = other[key]
+        _write(args.out, {**previous, "scale": scale})
     if args.nar_results:
         scale["nar_by_graph"] = {
             "rows": _nar_by_graph(args.nar_results.split(",")),
@@ -990,6 +1030,8 @@ def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]
         }
         _write(args.out, {**previous, "scale": scale})
     if not (args.on_demand_size or args.ef_sweep or args.scale_runs):
+        scale["capacity"] = _capacity(scale["rows"], gflops)
+        _write(args.out, {**previous, "scale": scale})
         return scale
     real = _real_vectors(args)
     scale |= {"real_rows": len(real), "fill": args.fill, "noise": args.noise}
@@ -1022,11 +1064,7 @@ def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]
             row = _run_child("--child-scale", f"{method}:{n}", run, real_path, extra)
             row["command"] = command
             print(f"    {row}", flush=True)
-            same = (row["method"], row["n_chunks"], row["k"])
-            scale["rows"] = [
-                r for r in scale["rows"] if (r["method"], r["n_chunks"], r["k"]) != same
-            ] + [row]
-            scale["rows"].sort(key=lambda r: (r["n_chunks"], r["k"], r["method"]))
+            _add_row(scale, row)
             _write(args.out, {**previous, "scale": scale})
     scale["capacity"] = _capacity(scale["rows"], gflops)
     _write(args.out, {**previous, "scale": scale})
@@ -1101,6 +1139,13 @@ def main(argv: list[str] | None = None) -> None:
         "different --graph-method: their NAR R@10 side by side in the scale section",
     )
     parser.add_argument("--nar-command", default="", help="the command behind --nar-results")
+    parser.add_argument(
+        "--merge-from",
+        default="",
+        help="comma-separated index_build.json files whose scale parts (rows, on-demand, "
+        "sweep, NAR by graph) are merged into --out (runs written elsewhere, e.g. a long 1M "
+        "run)",
+    )
     parser.add_argument("--on-demand-size", type=int, default=20000)
     parser.add_argument("--on-demand-k", type=int, default=10)
     parser.add_argument("--on-demand-queries", type=int, default=200)

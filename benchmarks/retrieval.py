@@ -52,6 +52,7 @@ from _common import ANALYSIS_END, ANALYSIS_START, REPO, read_analysis
 
 from rag_complexity_agents.config import Config, default_home
 from rag_complexity_agents.corpus.documents import SourceDocument
+from rag_complexity_agents.corpus.graph import TopKGraph
 from rag_complexity_agents.corpus.store import CorpusStore
 from rag_complexity_agents.models.base import Scorer
 from rag_complexity_agents.retrieval.first_stage import (
@@ -151,18 +152,13 @@ def load_corpus(data_dir: Path, limit: int | None = None) -> Corpus:
     return Corpus(documents, queries, raw, digest.hexdigest()[:12])
 
 
-def build_collection(
-    corpus: Corpus, cache: Path, graph_k: int, graph_method: str = "auto"
-) -> CorpusStore:
-    """The pooled collection in ``cache`` (built once, reused while the data is unchanged);
-    ``graph_method`` forces the graph's build method (``graph.method``: auto, exact, faiss),
-    each forced method in its own collection."""
+def build_collection(corpus: Corpus, cache: Path, graph_k: int) -> CorpusStore:
+    """The pooled collection in ``cache`` (built once, reused while the data is unchanged)."""
     config = Config(
         corpus={"home": cache, "chunk_size": 4096, "chunk_overlap": 0},
-        graph={"k": graph_k, "method": graph_method},
+        graph={"k": graph_k},
     )
-    suffix = "" if graph_method == "auto" else f"-{graph_method}"
-    name = f"bench-pooled-{corpus.fingerprint}-k{graph_k}{suffix}"
+    name = f"bench-pooled-{corpus.fingerprint}-k{graph_k}"
     store = CorpusStore.open_or_create(name, config)
     if len(store) == 0:
         print(f"indexing {len(corpus.documents)} paragraphs into {store.directory}", flush=True)
@@ -173,6 +169,27 @@ def build_collection(
             "paragraphs; delete it and rerun"
         )
     return store
+
+
+def graph_of(store: CorpusStore, method: str) -> TopKGraph:
+    """The collection's own graph (``auto``), or one built with ``method`` (``exact`` or
+    ``faiss``, the values of ``graph.method``) from the collection's embeddings, with its k,
+    inside the collection's directory (built once, reused while the collection is unchanged)."""
+    if method == "auto":
+        return store.graph
+    directory = store.directory / f"graph-{method}"
+    if directory.exists():
+        graph = TopKGraph.open(directory)
+        if len(graph) == len(store) and graph.method == method:
+            return graph
+    print(f"building the {method} graph of {len(store)} chunks in {directory}", flush=True)
+    return TopKGraph.build(
+        directory,
+        store.embeddings,
+        store.ids,
+        k=store.graph.k,
+        method=method,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -370,11 +387,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     started = time.time()
     corpus = load_corpus(Path(args.data), args.limit)
-    store = build_collection(corpus, Path(args.cache), args.graph_k, args.graph_method)
+    store = build_collection(corpus, Path(args.cache), args.graph_k)
     first_stage = MemoFirstStage(store)
     scorers = load_scorers(args.scorers, store, args.cross_encoder)
     store.embedder.encode(["warm-up"])
-    graph = store.graph
+    graph = graph_of(store, args.graph_method)
     k = args.first_stage_k
 
     retrievers: dict[tuple[str, str, int, str], SunarRetriever] = {}
@@ -451,7 +468,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             eta = elapsed / index * (total - index)
             print(f"  {index}/{total} queries, {elapsed:.0f} s, ~{eta:.0f} s left", flush=True)
 
-    return summarise(cells, corpus, store, args, time.time() - started)
+    return summarise(cells, corpus, store, graph, args, time.time() - started)
 
 
 def _round(value: float, digits: int = 4) -> float | None:
@@ -459,7 +476,12 @@ def _round(value: float, digits: int = 4) -> float | None:
 
 
 def summarise(
-    cells: dict, corpus: Corpus, store: CorpusStore, args: argparse.Namespace, seconds: float
+    cells: dict,
+    corpus: Corpus,
+    store: CorpusStore,
+    graph: TopKGraph,
+    args: argparse.Namespace,
+    seconds: float,
 ) -> dict[str, Any]:
     rows = []
     for (dataset, kind, pool, budget, strategy, scorer), cell in sorted(
@@ -513,7 +535,6 @@ def summarise(
         rows.append(row)
 
     targets = evaluate_targets(rows, cells, args)
-    graph = store.graph
     return {
         "rows": rows,
         "targets": targets,
@@ -767,7 +788,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "--graph-method",
         choices=("auto", "exact", "faiss"),
         default="auto",
-        help="force the neighbourhood graph's build method (graph.method; auto = exact here)",
+        help="NAR's neighbourhood graph: the collection's own (auto: exact at this size) or "
+        "one built from its embeddings with this graph.method",
     )
     parser.add_argument("--bootstrap", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)

@@ -34,11 +34,15 @@ def test_retrieval_benchmark_forces_the_graph_method(
         SourceDocument(f"d{i}", f"Paragraph {i} about topic {i % 5} and place {i % 7}.")
         for i in range(40)
     ]
-    corpus = retrieval.Corpus(documents, [], len(documents), "test")
-    default = retrieval.build_collection(corpus, tmp_path, 4)
-    forced = retrieval.build_collection(corpus, tmp_path, 4, "faiss")
-    assert default.graph.method == "exact" and forced.graph.method == "faiss"
-    assert forced.name == f"{default.name}-faiss"  # one collection per forced method
+    store = retrieval.build_collection(retrieval.Corpus(documents, [], 40, "t"), tmp_path, 4)
+    assert retrieval.graph_of(store, "auto").method == "exact"
+    forced = retrieval.graph_of(store, "faiss")
+    assert forced.method == "faiss" and len(forced) == 40 and forced.k == 4
+    assert retrieval.graph_of(store, "faiss").directory == forced.directory  # reused
+    exact = retrieval.graph_of(store, "exact")
+    assert [n for n, _ in exact.neighbours(store.ids[0], 4)] == [
+        n for n, _ in store.graph.neighbours(store.ids[0], 4)
+    ]
     assert retrieval.parse_args(["--graph-method", "faiss"]).graph_method == "faiss"
     assert retrieval.parse_args([]).graph_method == "auto"
 
