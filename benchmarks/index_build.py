@@ -926,7 +926,8 @@ def _capacity(rows: list[dict[str, Any]], gflops: float) -> list[str]:
     """What 10^8 chunks cost, from the measured rows (the largest approximate build)."""
     n, dim = 10**8, 384
     approx = [r for r in rows if r["method"] == "faiss"]
-    biggest = max(approx, key=lambda r: r["n_chunks"]) if approx else None
+    timed = [r for r in approx if r.get("graph_cpu_seconds")] or approx  # CPU: load-free
+    biggest = max(timed, key=lambda r: r["n_chunks"]) if timed else None
     out = [
         f"Embeddings: {n * dim * 4 / 1e9:.0f} GB as float32 ({n * dim * 2 / 1e9:.0f} GB "
         "float16): more than this machine's 24 GB of RAM, so no single-machine index holds "
