@@ -872,6 +872,14 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
                 + " | ".join(f"{got.get(m, '')}" for m in methods)
                 + f" | {delta} |"
             )
+        recalls = {m: v for r in nar["rows"] for m, v in r.get("graph_recall", {}).items()}
+        if recalls:
+            lines += [
+                "",
+                "Graph recall against the collection's exact graph (all rows): "
+                + ", ".join(f"{m} {v}" for m, v in recalls.items())
+                + ".",
+            ]
         extra = [nar[key] for key in ("note", "command") if nar.get(key)]
         lines += ["", *extra] if extra else []
     od = scale.get("on_demand")
@@ -987,6 +995,7 @@ def _nar_by_graph(paths: list[str]) -> list[dict[str, Any]]:
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
     for run in runs:
         method = run["setup"]["graph"].get("method", "exact")
+        recall = run["setup"]["graph"].get("recall_vs_exact")
         for row in run["rows"]:
             if row["strategy"] != "nar":
                 continue
@@ -994,9 +1003,11 @@ def _nar_by_graph(paths: list[str]) -> list[dict[str, Any]]:
             entry = out.setdefault(
                 key,
                 dict(zip(("dataset", "queries", "pool", "scorer", "budget"), key, strict=True))
-                | {"n_queries": row["n_queries"], "recall_at_10": {}},
+                | {"n_queries": row["n_queries"], "recall_at_10": {}, "graph_recall": {}},
             )
             entry["recall_at_10"][method] = row["recall_at_10"]
+            if recall is not None:
+                entry["graph_recall"][method] = recall
     return list(out.values())
 
 

@@ -192,6 +192,16 @@ def graph_of(store: CorpusStore, method: str) -> TopKGraph:
     )
 
 
+def graph_recall(graph: TopKGraph, exact: TopKGraph) -> float | None:
+    """Mean |graph's top-k ∩ exact top-k| / k over all rows (None unless ``exact`` is an exact
+    graph of the same rows)."""
+    if exact.method != "exact" or len(exact) != len(graph) or exact.k != graph.k:
+        return None
+    got, want = np.asarray(graph.neighbour_rows), np.asarray(exact.neighbour_rows)
+    hits = sum(len(set(a.tolist()) & set(b.tolist())) for a, b in zip(got, want, strict=True))
+    return round(hits / want.size, 4)
+
+
 # --------------------------------------------------------------------------------------------
 # First stage with memoised, timed BM25 / dense lists
 # --------------------------------------------------------------------------------------------
@@ -550,6 +560,7 @@ def summarise(
                 "k": graph.k,
                 "method": graph.method,
                 "built_from": f"MiniLM embeddings ({graph.method} top-k)",
+                "recall_vs_exact": graph_recall(graph, store.graph),
             },
             "first_stage": "hybrid (RRF of bm25s and Chroma MiniLM, rrf_k=60)",
             "first_stage_k": args.first_stage_k,

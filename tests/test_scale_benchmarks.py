@@ -43,6 +43,9 @@ def test_retrieval_benchmark_forces_the_graph_method(
     assert [n for n, _ in exact.neighbours(store.ids[0], 4)] == [
         n for n, _ in store.graph.neighbours(store.ids[0], 4)
     ]
+    assert retrieval.graph_recall(exact, store.graph) == 1.0
+    assert 0.5 <= retrieval.graph_recall(forced, store.graph) <= 1.0
+    assert retrieval.graph_recall(store.graph, forced) is None  # only against an exact graph
     assert retrieval.parse_args(["--graph-method", "faiss"]).graph_method == "faiss"
     assert retrieval.parse_args([]).graph_method == "auto"
 
@@ -72,7 +75,7 @@ def test_nar_by_graph_pairs_the_runs_by_method(
 ) -> None:
     index_build = _benchmark("index_build", monkeypatch)
 
-    def run(method: str, nar: float) -> Path:
+    def run(method: str, nar: float, recall: float | None) -> Path:
         row = {"dataset": "musique", "queries": "subquestions", "pool": "own"}
         row |= {"scorer": "bi-encoder", "budget": 100, "n_queries": 3}
         rows = [
@@ -80,10 +83,11 @@ def test_nar_by_graph_pairs_the_runs_by_method(
             row | {"strategy": "rerank", "recall_at_10": 0.5},
         ]
         path = tmp_path / f"{method}.json"
-        path.write_text(json.dumps({"rows": rows, "setup": {"graph": {"method": method}}}))
+        graph = {"method": method, "recall_vs_exact": recall}
+        path.write_text(json.dumps({"rows": rows, "setup": {"graph": graph}}))
         return path
 
-    got = index_build._nar_by_graph([str(run("exact", 0.8)), str(run("faiss", 0.79))])
+    got = index_build._nar_by_graph([str(run("exact", 0.8, None)), str(run("faiss", 0.79, 0.99))])
     assert got == [
         {
             "dataset": "musique",
@@ -93,12 +97,14 @@ def test_nar_by_graph_pairs_the_runs_by_method(
             "budget": 100,
             "n_queries": 3,
             "recall_at_10": {"exact": 0.8, "faiss": 0.79},
+            "graph_recall": {"faiss": 0.99},
         }
     ]
     markdown = index_build._scale_markdown(
         {"rows": [], "capacity": [], "real_rows": 10, "noise": 1.0, "fill": "gaussian"}
         | {"nar_by_graph": {"rows": got, "command": "cmd"}}
     )
+    assert "exact graph (all rows): faiss 0.99." in markdown
     assert "| musique | subquestions | own | bi-encoder | 100 | 3 | 0.8 | 0.79 | -1.00 |" in (
         markdown
     )
