@@ -50,6 +50,13 @@ DATA_FILES = (
     "hotpotqa_dev_distractor_ctx.jsonl",
     "2wikimultihopqa_dev_ctx.jsonl",
 )
+#: How the markdown describes each ``--fill`` (see :func:`_scale_vectors`).
+FILLS = {
+    "gaussian": "random vectors from a Gaussian with the real rows' mean and covariance "
+    "(renormalised)",
+    "isotropic": "random unit vectors",
+    "noisy": "real rows plus Gaussian noise of norm {noise} (renormalised)",
+}
 COMMAND = "HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python benchmarks/index_build.py"
 
 
@@ -68,6 +75,13 @@ def _peak_rss_mb() -> float:
         pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU time of this process (all threads): unlike wall time, it does not
+    grow when other jobs share the cores."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _current_rss_mb() -> float:
@@ -300,34 +314,37 @@ def _load() -> list[float]:
     return [round(v, 2) for v in os.getloadavg()]
 
 
-def _scale_vectors(real: np.ndarray, n: int, noise: float, seed: int) -> np.ndarray:
-    """``n`` unit vectors: the real embeddings first, then real ones plus Gaussian noise.
+def _scale_vectors(real: np.ndarray, n: int, fill: str, noise: float, seed: int) -> np.ndarray:
+    """``n`` unit vectors: the real embeddings first, then ``fill`` rows (renormalised):
 
-    Each added row is a random real row plus noise of norm ``noise`` (cosine ≈ 1/√(1+noise²)
-    to its source), renormalised: the neighbourhood structure of a corpus with many related
-    paragraphs. Pure random unit vectors (``noise`` = inf) have no neighbourhood structure.
+    * ``gaussian``: random vectors drawn from a Gaussian with the real rows' mean and
+      covariance: the anisotropy of real embeddings, no duplicated structure;
+    * ``isotropic``: random unit vectors (no neighbourhood structure at all: in 384-d every
+      row is almost equidistant from every other, the worst case for any ANN index);
+    * ``noisy``: a random real row plus Gaussian noise of norm ``noise`` (cosine to the source
+      ≈ 1/√(1+noise²); with few real rows, many near-equidistant copies of each).
     """
     rng = np.random.default_rng(seed)
-    out = np.empty((n, real.shape[1]), dtype=np.float32)
+    dim = real.shape[1]
+    out = np.empty((n, dim), dtype=np.float32)
     head = min(n, len(real))
     out[:head] = real[:head]
+    mean = real.mean(axis=0)
+    factor = np.linalg.cholesky(np.cov(real.T) + 1e-6 * np.eye(dim)).astype(np.float32)
     for start in range(head, n, 65536):
         stop = min(n, start + 65536)
-        if math.isinf(noise):
-            block = rng.standard_normal((stop - start, real.shape[1]), dtype=np.float32)
-        else:
-            base = real[rng.integers(0, len(real), stop - start)]
-            jitter = rng.standard_normal(base.shape, dtype=np.float32)
-            jitter *= noise / np.sqrt(real.shape[1])
-            block = base + jitter
+        block = rng.standard_normal((stop - start, dim), dtype=np.float32)
+        if fill == "gaussian":
+            block = block @ factor.T + mean
+        elif fill == "noisy":
+            block = real[rng.integers(0, len(real), stop - start)] + block * noise / np.sqrt(dim)
         block /= np.linalg.norm(block, axis=1, keepdims=True)
         out[start:stop] = block
     return out
 
 
-def _sample_recall(matrix: np.ndarray, cols: np.ndarray, k: int, samples: int) -> float:
-    """Mean |approximate top-k ∩ exact top-k| / k over ``samples`` evenly spaced rows."""
-    rows = np.unique(np.linspace(0, len(matrix) - 1, samples).astype(np.int64))
+def _sample_recall(matrix: np.ndarray, cols: np.ndarray, k: int, rows: np.ndarray) -> float:
+    """Mean |approximate top-k ∩ exact top-k| / k over ``rows`` (exact by brute force)."""
     hits = 0
     for start in range(0, len(rows), 64):
         part = rows[start : start + 64]
@@ -337,6 +354,11 @@ def _sample_recall(matrix: np.ndarray, cols: np.ndarray, k: int, samples: int) -
         for got, want in zip(cols[part, :k], exact, strict=True):
             hits += len(set(got.tolist()) & set(want.tolist()))
     return round(hits / (len(rows) * k), 4)
+
+
+def _spaced(low: int, high: int, samples: int) -> np.ndarray:
+    """Up to ``samples`` evenly spaced rows of ``low .. high - 1``."""
+    return np.unique(np.linspace(low, high - 1, samples).astype(np.int64))
 
 
 def _hnswlib_topk(matrix: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -365,35 +387,201 @@ def _child_scale(args: argparse.Namespace) -> dict[str, Any]:
     method, n_text = args.child_scale.split(":")
     n = int(n_text)
     real = np.load(args.real)
-    matrix = _scale_vectors(real, n, args.noise, seed=n)
+    matrix = _scale_vectors(real, n, args.fill, args.noise, seed=n)
     ids = [f"chunk-{i}" for i in range(n)]
     load_before = _load()
     rss_before = _current_rss_mb()
+    measured: dict[str, Any] = {}
+    searched_rows = np.arange(n)
     with tempfile.TemporaryDirectory(prefix="rca-scale-") as tmp:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), _cpu_seconds()
         if method == "hnswlib":
             cols, _ = _hnswlib_topk(matrix, args.k)
+        elif method == "faiss" and 0 < args.search_sample < n:
+            cols, measured, searched_rows = _sampled_faiss(matrix, args.k, args.search_sample)
         else:
             graph = TopKGraph.build(Path(tmp) / "g", matrix, ids, k=args.k, method=method)
             cols = np.asarray(graph.neighbour_rows)
-        seconds = time.perf_counter() - start
+        seconds = measured.get("extrapolated_seconds", time.perf_counter() - start)
+        cpu = measured.get("extrapolated_cpu_seconds", _cpu_seconds() - cpu_start)
         load_after = _load()
         peak = _peak_rss_mb()
-        recall = _sample_recall(matrix, cols, args.k, args.recall_samples)
+        real_rows = min(n, len(real))
+        sample = searched_rows[_spaced(0, len(searched_rows), args.recall_samples)]
+        recall = _sample_recall(matrix, cols, args.k, sample)
+        real_searched = searched_rows[searched_rows < real_rows]
+        real_sample = real_searched[_spaced(0, len(real_searched), args.recall_samples)]
+        recall_real = _sample_recall(matrix, cols, args.k, real_sample)
     return {
         "method": method,
         "n_chunks": n,
         "k": args.k,
         "graph_seconds": round(seconds, 1),
+        "graph_cpu_seconds": round(cpu, 1),
         "peak_rss_mb": round(peak, 1),
         "rss_before_build_mb": round(rss_before, 1),
         "graph_recall": recall,
+        "graph_recall_real_rows": recall_real,
         "recall_samples": args.recall_samples,
-        "real_rows": min(n, len(real)),
+        "real_rows": real_rows,
+        "fill": args.fill,
         "noise": args.noise,
         "loadavg_before": load_before,
         "loadavg_after": load_after,
+        **measured,
     }
+
+
+def _child_ef_sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """One faiss HNSW index over ``n`` rows (``M``, efConstruction given); for each k and
+    efSearch the recall of sampled real rows and sampled fill rows against brute force."""
+    from rag_complexity_agents.corpus.graph.ann import hnsw_index
+
+    n_text, m_text, efc_text = args.child_ef_sweep.split(":")
+    n, m, efc = int(n_text), int(m_text), int(efc_text)
+    real = np.load(args.real)
+    matrix = _scale_vectors(real, n, args.fill, args.noise, seed=n)
+    head = min(n, len(real))
+    rows = np.concatenate([_spaced(0, head, 150), _spaced(head, n, 150)])
+    sims = matrix[rows] @ matrix.T
+    sims[np.arange(len(rows)), rows] = -np.inf
+    load_before = _load()
+    tick = time.perf_counter()
+    index = hnsw_index(matrix, m=m, ef_construction=efc)
+    build = round(time.perf_counter() - tick, 1)
+    out = []
+    for k in (int(v) for v in args.sweep_k.split(",")):
+        exact = np.argpartition(-sims, k, axis=1)[:, :k]
+        for ef in (int(v) for v in args.sweep_ef.split(",")):
+            index.hnsw.efSearch = max(ef, k + 1)
+            tick = time.perf_counter()
+            _, found = index.search(matrix[rows], k + 1)
+            per_row = (time.perf_counter() - tick) * 1000 / len(rows)
+            hit = [
+                len({c for c in got.tolist() if c != row}.intersection(want.tolist())) / k
+                for got, want, row in zip(found, exact, rows.tolist(), strict=True)
+            ]
+            out.append(
+                {
+                    "n_chunks": n,
+                    "m": m,
+                    "ef_construction": efc,
+                    "index_seconds": build,
+                    "k": k,
+                    "ef_search": ef,
+                    "recall_real_rows": round(float(np.mean(hit[: len(rows) // 2])), 4),
+                    "recall_fill_rows": round(float(np.mean(hit[len(rows) // 2 :])), 4),
+                    "search_ms_per_row": round(per_row, 2),
+                    "loadavg_before": load_before,
+                    "loadavg_after": _load(),
+                }
+            )
+    return out
+
+
+def _sampled_faiss(
+    matrix: np.ndarray, k: int, rows: int, windows: int = 16
+) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
+    """Build the faiss index over all rows, search only ``rows`` of them (``windows`` runs of
+    consecutive rows spread evenly over the matrix), and extrapolate the whole graph's time
+    (index + rows searched × n / rows). The n × k output buffers are allocated and written in
+    full, so the peak RSS is the full build's. Returns (n × k neighbour rows, -1 where not
+    searched; the measured figures; the searched rows)."""
+    from rag_complexity_agents.corpus.graph.ann import default_ef_search, hnsw_index, search_rows
+
+    n = len(matrix)
+    cols = np.full((n, k), -1, dtype=np.int32)
+    values = np.zeros((n, k), dtype=np.float32)
+    values.fill(-1.0)
+    tick, cpu = time.perf_counter(), _cpu_seconds()
+    index = hnsw_index(matrix)
+    index_seconds, index_cpu = time.perf_counter() - tick, _cpu_seconds() - cpu
+    per_window = max(1, rows // windows)
+    starts = _spaced(0, n - per_window + 1, windows)
+    tick, cpu = time.perf_counter(), _cpu_seconds()
+    for start in starts.tolist():
+        stop = start + per_window
+        cols[start:stop], values[start:stop], _ = search_rows(index, matrix, k, start, stop)
+    search_seconds, search_cpu = time.perf_counter() - tick, _cpu_seconds() - cpu
+    searched = np.concatenate([np.arange(s, s + per_window) for s in starts.tolist()])
+    per_row, cpu_per_row = search_seconds / len(searched), search_cpu / len(searched)
+    return (
+        cols,
+        {
+            "extrapolated_seconds": index_seconds + per_row * n,
+            "extrapolated_cpu_seconds": index_cpu + cpu_per_row * n,
+            "index_seconds": round(index_seconds, 1),
+            "index_cpu_seconds": round(index_cpu, 1),
+            "rows_searched": len(searched),
+            "search_ms_per_row": round(per_row * 1000, 3),
+            "search_cpu_ms_per_row": round(cpu_per_row * 1000, 3),
+            "ef_search": default_ef_search(k),
+            "graph_seconds_extrapolated": True,
+        },
+        searched,
+    )
+
+
+def _nar_queries(
+    matrix: np.ndarray,
+    chunks: dict[str, Any],
+    graph: Any,
+    source: Any,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """Whole NAR queries (c = 100, b = 16, ``--on-demand-k`` neighbours per document) over the
+    prebuilt graph and over neighbours on demand from ``source`` (cold cache per query; with
+    the batched prefetch NAR does, and without it), timed per query, and how far their
+    top-10s agree. Query = a stored row's vector; R = its top 100 by dot product; scorer = dot
+    product with the stored vectors (cheap, so the times are NAR's and the store's)."""
+    from rag_complexity_agents.config import NARParams
+    from rag_complexity_agents.integrations.neighbours import OnDemandGraph
+    from rag_complexity_agents.retrieval.nar import neighbourhood_aware_rerank
+    from rag_complexity_agents.types import ScoredDoc
+
+    params = NARParams(b=16, c=100, neighbours_per_doc=args.on_demand_k)
+    rng = np.random.default_rng(1)
+    rows = rng.choice(len(matrix), size=args.on_demand_nar_queries, replace=False)
+    times: dict[str, list[float]] = {"prebuilt": [], "on_demand_batched": [], "on_demand": []}
+    calls: dict[str, list[int]] = {"on_demand_batched": [], "on_demand": []}
+    overlap: list[float] = []
+    for row in rows.tolist():
+        vector = matrix[row]
+
+        def score(_query: str, batch: Any, vector: np.ndarray = vector) -> np.ndarray:
+            return matrix[[int(c.id.split("-")[1]) for c in batch]] @ vector
+
+        top = np.argsort(-(matrix @ vector))[:100]
+        initial = [ScoredDoc(chunks[f"chunk-{i}"], 0.0, rank=r) for r, i in enumerate(top, 1)]
+        tops = {}
+        for mode in times:
+            on_demand = OnDemandGraph(
+                source, chunk_of=chunks.__getitem__, add_chunk=lambda c: c, k=args.on_demand_k
+            )
+            neighbours = graph.neighbours if mode == "prebuilt" else on_demand.neighbours
+            prefetch = on_demand.prefetch if mode == "on_demand_batched" else None
+            tick = time.perf_counter()
+            result = neighbourhood_aware_rerank(
+                "q",
+                initial,
+                score=score,
+                neighbours=neighbours,
+                chunk_of=chunks.__getitem__,
+                params=params,
+                prefetch=prefetch,
+            )
+            times[mode].append((time.perf_counter() - tick) * 1000)
+            if mode in calls:
+                calls[mode].append(on_demand.counts["store_calls"])
+            tops[mode] = [d.id for d in result.docs[:10]]
+        overlap.append(len(set(tops["prebuilt"]) & set(tops["on_demand_batched"])) / 10)
+    out: dict[str, Any] = {"nar_queries": len(rows), "nar_params": "c=100, b=16"}
+    for mode, values in times.items():
+        out[f"nar_ms_per_query_{mode}"] = round(float(np.mean(values)), 1)
+    for mode, values in calls.items():
+        out[f"store_calls_per_query_{mode}"] = round(float(np.mean(values)), 1)
+    out["nar_top10_agreement_on_demand_vs_prebuilt"] = round(float(np.mean(overlap)), 4)
+    return out
 
 
 def _on_demand_latency(real: np.ndarray, args: argparse.Namespace) -> dict[str, Any]:
@@ -411,7 +599,7 @@ def _on_demand_latency(real: np.ndarray, args: argparse.Namespace) -> dict[str, 
     from rag_complexity_agents.integrations.neighbours import ChromaSource, OnDemandGraph
 
     n, k, b = args.on_demand_size, args.on_demand_k, 16
-    matrix = _scale_vectors(real, n, args.noise, seed=n)
+    matrix = _scale_vectors(real, n, args.fill, args.noise, seed=n)
     ids = [f"chunk-{i}" for i in range(n)]
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -424,7 +612,8 @@ def _on_demand_latency(real: np.ndarray, args: argparse.Namespace) -> dict[str, 
             stderr=subprocess.DEVNULL,
         )
         try:
-            for _ in range(300):
+            deadline = time.monotonic() + 300  # a loaded machine needs ~1 min to start it
+            while time.monotonic() < deadline:
                 try:
                     urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1)
                     break
@@ -477,6 +666,7 @@ def _on_demand_latency(real: np.ndarray, args: argparse.Namespace) -> dict[str, 
             tick = time.perf_counter()
             prebuilt = [graph.neighbours(q, k) for q in queries]
             graph_ms = (time.perf_counter() - tick) * 1000 / len(queries)
+            nar = _nar_queries(matrix, chunks, graph, ChromaSource(collection, make_chunk), args)
             load_after = _load()
         finally:
             server.terminate()
@@ -500,6 +690,7 @@ def _on_demand_latency(real: np.ndarray, args: argparse.Namespace) -> dict[str, 
         "nar_query_ms_unbatched_c100": round(c * single_ms, 1),
         "nar_query_ms_batched_c100_b16": round(math.ceil(c / b) * batch_ms, 1),
         "agreement_with_exact": round(float(agree), 4),
+        **nar,
         "loadavg_before": load_before,
         "loadavg_after": load_after,
     }
@@ -593,25 +784,104 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
         "",
         "## Scale: approximate graph, 1M chunks, neighbours on demand",
         "",
-        f"Reproduce: `{scale['command']}`",
+        "Each part records the command that produced it (`command` in the JSON); parts are "
+        "merged into this section run by run.",
         "",
-        f"Vectors: {scale['real_rows']:,} real MiniLM paragraph embeddings, then real rows plus "
-        f"Gaussian noise of norm {scale['noise']} (renormalised; cosine to their source ≈ "
-        f"{1 / math.sqrt(1 + scale['noise'] ** 2):.2f}). `graph_recall` = mean |approximate "
-        "top-k ∩ exact top-k| / k over evenly spaced sample rows (exact by brute force). "
+        f"Vectors: {scale['real_rows']:,} real MiniLM paragraph embeddings, then "
+        f"{FILLS[scale.get('fill', 'noisy')].format(noise=scale['noise'])}. `graph_recall` = "
+        "mean |approximate top-k ∩ exact top-k| / k over evenly spaced sample rows of all rows "
+        "(exact by brute force); `recall real` over sample rows among the real embeddings. "
         "Load average (1, 5, 15 min) is recorded before and after every timing: the machine "
         "(2 cores) was shared with other jobs, so times are upper bounds of an idle machine's.",
         "",
-        "| method | n_chunks | k | graph_seconds | peak_rss_mb | graph_recall | load before "
-        "| load after |",
-        "|---|---:|---:|---:|---:|---:|---|---|",
+        "| method | n_chunks | k | graph_seconds | CPU seconds | peak_rss_mb | graph_recall "
+        "| recall real | load before | load after |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for row in scale["rows"]:
         lines.append(
             f"| {row['method']} | {row['n_chunks']:,} | {row['k']} | {row['graph_seconds']} "
-            f"| {row['peak_rss_mb']} | {row['graph_recall']} | {row['loadavg_before']} "
+            f"| {row.get('graph_cpu_seconds', '')} | {row['peak_rss_mb']} | {row['graph_recall']} "
+            f"| {row.get('graph_recall_real_rows', '')} | {row['loadavg_before']} "
             f"| {row['loadavg_after']} |"
         )
+    extrapolated = [r for r in scale["rows"] if r.get("graph_seconds_extrapolated")]
+    if extrapolated:
+        lines += [
+            "",
+            "Rows with an index time: the HNSW index was built over all rows (measured), "
+            "`rows_searched` rows were searched and the search time extrapolated to all rows; "
+            "the full n × k output buffers were allocated and written, so peak RSS is the "
+            "whole build's: "
+            + "; ".join(
+                f"{r['method']} {r['n_chunks']:,} k={r['k']}: index {r['index_seconds']} s, "
+                f"{r['search_ms_per_row']} ms per row searched ({r['rows_searched']:,} rows)"
+                for r in extrapolated
+            )
+            + ".",
+        ]
+    lines += ["", "Commands:", ""]
+    lines += [f"- `{c}`" for c in dict.fromkeys(r.get("command", "") for r in scale["rows"]) if c]
+    if scale.get("ef_sweep"):
+        lines += [
+            "",
+            "### HNSW parameters: recall against exact by efSearch",
+            "",
+            "One faiss index per (n, M, efConstruction); 150 sampled real rows and 150 sampled "
+            "fill rows, each against brute force. Search ms per row is for a batch of 300 rows "
+            "on the shared machine.",
+            "",
+            "| n | M | efConstruction | index s | k | efSearch | recall real | recall fill "
+            "| search ms/row | load before |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        lines += [
+            f"| {r['n_chunks']:,} | {r['m']} | {r['ef_construction']} | {r['index_seconds']} "
+            f"| {r['k']} | {r['ef_search']} | {r['recall_real_rows']} | {r['recall_fill_rows']} "
+            f"| {r['search_ms_per_row']} | {r['loadavg_before']} |"
+            for r in scale["ef_sweep"]
+        ]
+        if scale.get("ef_sweep_command"):
+            lines += ["", f"Command: `{scale['ef_sweep_command']}`"]
+    nar = scale.get("nar_by_graph")
+    if nar:
+        methods = list(dict.fromkeys(m for r in nar["rows"] for m in r["recall_at_10"]))
+        lines += [
+            "",
+            "### NAR R@10 on the retrieval benchmark by graph method",
+            "",
+            "`benchmarks/retrieval.py --graph-method …` (same corpus, queries, first stage and "
+            "scorer; only the neighbourhood graph differs). Δ = "
+            f"{methods[-1]} − {methods[0]} in points.",
+            "",
+            "| dataset | queries | pool | scorer | c | n | "
+            + " | ".join(f"R@10 {m}" for m in methods)
+            + " | Δ |",
+            "|---|---|---|---|---:|---:|" + "---:|" * len(methods) + "---:|",
+        ]
+        for r in nar["rows"]:
+            got = r["recall_at_10"]
+            delta = (
+                f"{(got[methods[-1]] - got[methods[0]]) * 100:+.2f}"
+                if all(m in got for m in methods)
+                else ""
+            )
+            lines.append(
+                f"| {r['dataset']} | {r['queries']} | {r['pool']} | {r['scorer']} "
+                f"| {r['budget']} | {r['n_queries']} | "
+                + " | ".join(f"{got.get(m, '')}" for m in methods)
+                + f" | {delta} |"
+            )
+        recalls = {m: v for r in nar["rows"] for m, v in r.get("graph_recall", {}).items()}
+        if recalls:
+            lines += [
+                "",
+                "Graph recall against the collection's exact graph (all rows): "
+                + ", ".join(f"{m} {v}" for m, v in recalls.items())
+                + ".",
+            ]
+        extra = [nar[key] for key in ("note", "command") if nar.get(key)]
+        lines += ["", *extra] if extra else []
     od = scale.get("on_demand")
     if od:
         lines += [
@@ -626,13 +896,35 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
             f"| on demand, served from the cache | {od['cached_ms_per_lookup']} |",
             f"| prebuilt memory-mapped graph | {od['prebuilt_ms_per_lookup']} |",
             "",
-            f"Per NAR query with c = 100, b = 16 (cold cache): {od['nar_query_ms_unbatched_c100']}"
-            f" ms with one look-up per scored document (what NAR does today), "
-            f"{od['nar_query_ms_batched_c100_b16']} ms with c/b = 7 batched look-ups. "
+            "Per NAR query with c = 100, b = 16 (cold cache), from the look-up times above: "
+            f"{od['nar_query_ms_unbatched_c100']}"
+            f" ms with one look-up per scored document, "
+            f"{od['nar_query_ms_batched_c100_b16']} ms with c/b = 7 batched look-ups (NAR's "
+            "prefetch). "
             f"Agreement of the on-demand lists with the exact graph: "
             f"{od['agreement_with_exact']} (Chroma's HNSW index is approximate). "
             f"Load: {od['loadavg_before']} → {od['loadavg_after']}.",
         ]
+        if "nar_ms_per_query_prebuilt" in od:
+            lines += [
+                "",
+                f"Whole NAR queries ({od['nar_queries']} queries, {od['nar_params']}, "
+                f"{od['neighbours']} neighbours per document, cold cache per query):",
+                "",
+                "| neighbours from | ms per query | store calls per query |",
+                "|---|---:|---:|",
+                f"| prebuilt graph | {od['nar_ms_per_query_prebuilt']} | 0 |",
+                f"| Chroma server, batched prefetch (what NAR does) "
+                f"| {od['nar_ms_per_query_on_demand_batched']} "
+                f"| {od['store_calls_per_query_on_demand_batched']} |",
+                f"| Chroma server, one look-up per document | {od['nar_ms_per_query_on_demand']} "
+                f"| {od['store_calls_per_query_on_demand']} |",
+                "",
+                "Top-10 agreement of NAR on demand with NAR on the prebuilt graph: "
+                f"{od['nar_top10_agreement_on_demand_vs_prebuilt']}.",
+            ]
+        if od.get("command"):
+            lines += ["", f"Command: `{od['command']}`"]
     lines += ["", "### Capacity on paper: 10^8 chunks (384-d)", ""]
     lines += [f"- {line}" for line in scale["capacity"]]
     return "\n".join(lines) + "\n"
@@ -642,7 +934,8 @@ def _capacity(rows: list[dict[str, Any]], gflops: float) -> list[str]:
     """What 10^8 chunks cost, from the measured rows (the largest approximate build)."""
     n, dim = 10**8, 384
     approx = [r for r in rows if r["method"] == "faiss"]
-    biggest = max(approx, key=lambda r: r["n_chunks"]) if approx else None
+    timed = [r for r in approx if r.get("graph_cpu_seconds")] or approx  # CPU: load-free
+    biggest = max(timed, key=lambda r: r["n_chunks"]) if timed else None
     out = [
         f"Embeddings: {n * dim * 4 / 1e9:.0f} GB as float32 ({n * dim * 2 / 1e9:.0f} GB "
         "float16): more than this machine's 24 GB of RAM, so no single-machine index holds "
@@ -654,10 +947,18 @@ def _capacity(rows: list[dict[str, Any]], gflops: float) -> list[str]:
     ]
     if biggest is not None:
         scale = n / biggest["n_chunks"] * math.log(n) / math.log(biggest["n_chunks"])
+        cpu = biggest.get("graph_cpu_seconds")
+        cost = (
+            f"{cpu} CPU-seconds at {biggest['n_chunks']:,} chunks (k = {biggest['k']}), about "
+            f"{cpu * scale / 3600:.0f} CPU-hours ({cpu * scale / 7200 / 24:.0f} days on 2 idle "
+            "cores)"
+            if cpu
+            else f"{biggest['graph_seconds']} s at {biggest['n_chunks']:,} chunks (k = "
+            f"{biggest['k']}, shared machine), about "
+            f"{biggest['graph_seconds'] * scale / 3600:.0f} hours on 2 cores"
+        )
         out.append(
-            f"Approximate (HNSW) build: ≈ n·log n; from {biggest['graph_seconds']} s at "
-            f"{biggest['n_chunks']:,} chunks (k = {biggest['k']}), about "
-            f"{biggest['graph_seconds'] * scale / 3600:.0f} hours on 2 cores, and its index "
+            f"Approximate (HNSW) build: ≈ n·log n; from {cost}, and its index "
             f"needs ≈ {n * (dim * 2 + 64 * 4) / 1e9:.0f} GB of RAM (float16 vectors + links): "
             "it does not fit this machine either."
         )
@@ -666,7 +967,8 @@ def _capacity(rows: list[dict[str, Any]], gflops: float) -> list[str]:
         "(Qdrant, Milvus, Weaviate, pgvector, a Chroma server …) with neighbours on demand "
         "(`from_langchain(store, neighbours='on_demand')`): NAR asks it for the neighbours of "
         "at most c scored documents per query, cached in sqlite; no graph is built. The cost "
-        "is one store look-up per uncached scored document (see the latency above)."
+        "is about c/b store calls per query (one per batch of b uncached scored documents; "
+        "see the latency above)."
     )
     return out
 
@@ -686,36 +988,98 @@ def _real_vectors(args: argparse.Namespace) -> np.ndarray:
     return np.asarray(emb["vectors"], dtype=np.float32)
 
 
+def _nar_by_graph(paths: list[str]) -> list[dict[str, Any]]:
+    """NAR rows of ``benchmarks/retrieval.py`` results run with different ``--graph-method``s:
+    R@10 per (dataset, queries, pool, scorer, budget), one column per graph method."""
+    runs = [json.loads(Path(path).read_text()) for path in paths]
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for run in runs:
+        method = run["setup"]["graph"].get("method", "exact")
+        recall = run["setup"]["graph"].get("recall_vs_exact")
+        for row in run["rows"]:
+            if row["strategy"] != "nar":
+                continue
+            key = (row["dataset"], row["queries"], row["pool"], row["scorer"], row["budget"])
+            entry = out.setdefault(
+                key,
+                dict(zip(("dataset", "queries", "pool", "scorer", "budget"), key, strict=True))
+                | {"n_queries": row["n_queries"], "recall_at_10": {}, "graph_recall": {}},
+            )
+            entry["recall_at_10"][method] = row["recall_at_10"]
+            if recall is not None:
+                entry["graph_recall"][method] = recall
+    return list(out.values())
+
+
+def _add_row(scale: dict[str, Any], row: dict[str, Any]) -> None:
+    """Add a build row to the scale section, replacing one of the same method, size and k."""
+    same = (row["method"], row["n_chunks"], row["k"])
+    rows = [r for r in scale["rows"] if (r["method"], r["n_chunks"], r["k"]) != same]
+    scale["rows"] = sorted([*rows, row], key=lambda r: (r["n_chunks"], r["k"], r["method"]))
+
+
 def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]:
-    """Run the scale section; the JSON/markdown are rewritten after every row."""
-    real = _real_vectors(args)
+    """Run the requested parts of the scale section and merge them into the existing one
+    (rows replace those of the same method, size and k); every part records its command.
+    The JSON/markdown are rewritten after every part."""
     command = " ".join([COMMAND, *sys.argv[1:]])
-    scale: dict[str, Any] = {
-        "rows": [],
-        "real_rows": len(real),
-        "noise": args.noise,
-        "command": command,
-    }
+    scale: dict[str, Any] = dict(previous.get("scale") or {})
+    scale.setdefault("rows", [])
     gflops = float(previous.get("rows", [{}])[-1].get("graph_gflops", 200.0))
-    scale["capacity"] = _capacity([], gflops)
+    scale.setdefault("capacity", _capacity(scale["rows"], gflops))
+    for path in filter(None, args.merge_from.split(",")):
+        other = json.loads(Path(path).read_text()).get("scale", {})
+        for row in other.get("rows", []):
+            _add_row(scale, row)
+        for key in ("on_demand", "nar_by_graph", "ef_sweep", "ef_sweep_command"):
+            if key in other:
+                scale[key] = other[key]
+        _write(args.out, {**previous, "scale": scale})
+    if args.nar_results:
+        scale["nar_by_graph"] = {
+            "rows": _nar_by_graph(args.nar_results.split(",")),
+            "command": args.nar_command or "",
+        }
+        _write(args.out, {**previous, "scale": scale})
+    if not (args.on_demand_size or args.ef_sweep or args.scale_runs):
+        scale["capacity"] = _capacity(scale["rows"], gflops)
+        _write(args.out, {**previous, "scale": scale})
+        return scale
+    real = _real_vectors(args)
+    scale |= {"real_rows": len(real), "fill": args.fill, "noise": args.noise}
     if args.on_demand_size:
         print(f"scale: on-demand neighbours, Chroma server, {args.on_demand_size:,} chunks ...")
-        scale["on_demand"] = _on_demand_latency(real, args)
+        scale["on_demand"] = _on_demand_latency(real, args) | {"command": command}
+        scale.pop("on_demand_note", None)
         print(f"    {scale['on_demand']}", flush=True)
         _write(args.out, {**previous, "scale": scale})
     with tempfile.TemporaryDirectory(prefix="rca-scale-") as tmp:
         real_path = Path(tmp) / "real.npy"
         np.save(real_path, real)
-        for spec in args.scale_runs.split(","):
+        sweep_args = ["--fill", args.fill, "--noise", str(args.noise)]
+        sweep_args += ["--sweep-k", args.sweep_k, "--sweep-ef", args.sweep_ef]
+        if args.ef_sweep:
+            scale["ef_sweep"] = []
+            scale["ef_sweep_command"] = command
+        for spec in filter(None, args.ef_sweep.split(",")):
+            print(f"scale: HNSW recall sweep {spec} ...", flush=True)
+            found = _run_child("--child-ef-sweep", spec, args, real_path, sweep_args)
+            scale["ef_sweep"].extend(found)
+            _write(args.out, {**previous, "scale": scale})
+        for spec in filter(None, args.scale_runs.split(",")):
             method, n, k = spec.split(":")
             print(f"scale: {method} graph of {int(n):,} chunks, k={k} ...", flush=True)
-            extra = ["--noise", str(args.noise), "--recall-samples", str(args.recall_samples)]
+            extra = ["--fill", args.fill, "--noise", str(args.noise)]
+            extra += ["--recall-samples", str(args.recall_samples)]
+            extra += ["--search-sample", str(args.search_sample)]
             run = argparse.Namespace(**{**vars(args), "k": int(k)})
             row = _run_child("--child-scale", f"{method}:{n}", run, real_path, extra)
+            row["command"] = command
             print(f"    {row}", flush=True)
-            scale["rows"].append(row)
-            scale["capacity"] = _capacity(scale["rows"], gflops)
+            _add_row(scale, row)
             _write(args.out, {**previous, "scale": scale})
+    scale["capacity"] = _capacity(scale["rows"], gflops)
+    _write(args.out, {**previous, "scale": scale})
     return scale
 
 
@@ -757,14 +1121,50 @@ def main(argv: list[str] | None = None) -> None:
         help="method:n_chunks:k builds of the scale section",
     )
     parser.add_argument("--scale-real-chunks", type=int, default=12000)
+    parser.add_argument(
+        "--ef-sweep",
+        default="",
+        help="n:M:efConstruction,... HNSW indexes whose recall is swept over --sweep-k × "
+        "--sweep-ef (before the --scale-runs)",
+    )
+    parser.add_argument("--sweep-k", default="16,100")
+    parser.add_argument("--sweep-ef", default="64,128,256,400,600,800")
     parser.add_argument("--real-vectors", help="a .npy of real embeddings to use instead")
-    parser.add_argument("--noise", type=float, default=1.0)
+    parser.add_argument(
+        "--fill",
+        choices=("gaussian", "isotropic", "noisy"),
+        default="gaussian",
+        help="how rows beyond the real embeddings are made (see _scale_vectors)",
+    )
+    parser.add_argument("--noise", type=float, default=1.0, help="noise norm of --fill noisy")
     parser.add_argument("--recall-samples", type=int, default=1000)
+    parser.add_argument(
+        "--search-sample",
+        type=int,
+        default=0,
+        help="faiss rows: search only this many rows and extrapolate the graph time",
+    )
+    parser.add_argument(
+        "--nar-results",
+        default="",
+        help="comma-separated retrieval.json files of benchmarks/retrieval.py runs with "
+        "different --graph-method: their NAR R@10 side by side in the scale section",
+    )
+    parser.add_argument("--nar-command", default="", help="the command behind --nar-results")
+    parser.add_argument(
+        "--merge-from",
+        default="",
+        help="comma-separated index_build.json files whose scale parts (rows, on-demand, "
+        "sweep, NAR by graph) are merged into --out (runs written elsewhere, e.g. a long 1M "
+        "run)",
+    )
     parser.add_argument("--on-demand-size", type=int, default=20000)
     parser.add_argument("--on-demand-k", type=int, default=10)
     parser.add_argument("--on-demand-queries", type=int, default=200)
+    parser.add_argument("--on-demand-nar-queries", type=int, default=30)
     parser.add_argument("--real", help=argparse.SUPPRESS)
     parser.add_argument("--child-scale", help=argparse.SUPPRESS)
+    parser.add_argument("--child-ef-sweep", help=argparse.SUPPRESS)
     parser.add_argument("--child-graph", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child-matmul", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -777,6 +1177,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.child_scale is not None:
         print(json.dumps(_child_scale(args)))
+        return
+    if args.child_ef_sweep is not None:
+        print(json.dumps(_child_ef_sweep(args)))
         return
     results = args.out / "index_build.json"
     previous = json.loads(results.read_text()) if results.is_file() else {}

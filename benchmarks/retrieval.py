@@ -52,6 +52,7 @@ from _common import ANALYSIS_END, ANALYSIS_START, REPO, read_analysis
 
 from rag_complexity_agents.config import Config, default_home
 from rag_complexity_agents.corpus.documents import SourceDocument
+from rag_complexity_agents.corpus.graph import TopKGraph
 from rag_complexity_agents.corpus.store import CorpusStore
 from rag_complexity_agents.models.base import Scorer
 from rag_complexity_agents.retrieval.first_stage import (
@@ -168,6 +169,37 @@ def build_collection(corpus: Corpus, cache: Path, graph_k: int) -> CorpusStore:
             "paragraphs; delete it and rerun"
         )
     return store
+
+
+def graph_of(store: CorpusStore, method: str) -> TopKGraph:
+    """The collection's own graph (``auto``), or one built with ``method`` (``exact`` or
+    ``faiss``, the values of ``graph.method``) from the collection's embeddings, with its k,
+    inside the collection's directory (built once, reused while the collection is unchanged)."""
+    if method == "auto":
+        return store.graph
+    directory = store.directory / f"graph-{method}"
+    if directory.exists():
+        graph = TopKGraph.open(directory)
+        if len(graph) == len(store) and graph.method == method:
+            return graph
+    print(f"building the {method} graph of {len(store)} chunks in {directory}", flush=True)
+    return TopKGraph.build(
+        directory,
+        store.embeddings,
+        store.ids,
+        k=store.graph.k,
+        method=method,
+    )
+
+
+def graph_recall(graph: TopKGraph, exact: TopKGraph) -> float | None:
+    """Mean |graph's top-k ∩ exact top-k| / k over all rows (None unless ``exact`` is an exact
+    graph of the same rows)."""
+    if exact.method != "exact" or len(exact) != len(graph) or exact.k != graph.k:
+        return None
+    got, want = np.asarray(graph.neighbour_rows), np.asarray(exact.neighbour_rows)
+    hits = sum(len(set(a.tolist()) & set(b.tolist())) for a, b in zip(got, want, strict=True))
+    return round(hits / want.size, 4)
 
 
 # --------------------------------------------------------------------------------------------
@@ -369,7 +401,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     first_stage = MemoFirstStage(store)
     scorers = load_scorers(args.scorers, store, args.cross_encoder)
     store.embedder.encode(["warm-up"])
-    graph = store.graph
+    graph = graph_of(store, args.graph_method)
     k = args.first_stage_k
 
     retrievers: dict[tuple[str, str, int, str], SunarRetriever] = {}
@@ -446,7 +478,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             eta = elapsed / index * (total - index)
             print(f"  {index}/{total} queries, {elapsed:.0f} s, ~{eta:.0f} s left", flush=True)
 
-    return summarise(cells, corpus, store, args, time.time() - started)
+    return summarise(cells, corpus, store, graph, args, time.time() - started)
 
 
 def _round(value: float, digits: int = 4) -> float | None:
@@ -454,7 +486,12 @@ def _round(value: float, digits: int = 4) -> float | None:
 
 
 def summarise(
-    cells: dict, corpus: Corpus, store: CorpusStore, args: argparse.Namespace, seconds: float
+    cells: dict,
+    corpus: Corpus,
+    store: CorpusStore,
+    graph: TopKGraph,
+    args: argparse.Namespace,
+    seconds: float,
 ) -> dict[str, Any]:
     rows = []
     for (dataset, kind, pool, budget, strategy, scorer), cell in sorted(
@@ -508,7 +545,6 @@ def summarise(
         rows.append(row)
 
     targets = evaluate_targets(rows, cells, args)
-    graph = store.graph
     return {
         "rows": rows,
         "targets": targets,
@@ -520,7 +556,12 @@ def summarise(
             "collection": store.name,
             "indexed_text": "title + newline + paragraph text, one chunk per paragraph",
             "embedding": store.manifest.embedding,
-            "graph": {"k": graph.k, "built_from": "MiniLM embeddings (exact top-k)"},
+            "graph": {
+                "k": graph.k,
+                "method": graph.method,
+                "built_from": f"MiniLM embeddings ({graph.method} top-k)",
+                "recall_vs_exact": graph_recall(graph, store.graph),
+            },
             "first_stage": "hybrid (RRF of bm25s and Chroma MiniLM, rrf_k=60)",
             "first_stage_k": args.first_stage_k,
             "b": args.b,
@@ -644,7 +685,8 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         f"Corpus: {setup['paragraphs_dedup']:,} paragraphs ({setup['paragraphs_raw']:,} before "
         "deduplication by title+text) of MuSiQue, 2WikiMultiHopQA and HotpotQA-distractor dev; "
         f"{setup['indexed_text']}. First stage: {setup['first_stage']}, R = top "
-        f"{setup['first_stage_k']}. Graph: MiniLM exact top-{setup['graph']['k']}. NAR: b = "
+        f"{setup['first_stage_k']}. Graph: MiniLM {setup['graph'].get('method', 'exact')} "
+        f"top-{setup['graph']['k']}. NAR: b = "
         f"{setup['b']}, {setup['neighbours_per_doc']} neighbours per scored document, budgets c "
         f"= {', '.join(map(str, setup['budgets']))}. Queries: "
         + ", ".join(f"{k} {v}" for k, v in setup["queries"].items())
@@ -753,6 +795,13 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--neighbours", type=int, default=10)
     parser.add_argument("--first-stage-k", type=int, default=100)
     parser.add_argument("--graph-k", type=int, default=16)
+    parser.add_argument(
+        "--graph-method",
+        choices=("auto", "exact", "faiss"),
+        default="auto",
+        help="NAR's neighbourhood graph: the collection's own (auto: exact at this size) or "
+        "one built from its embeddings with this graph.method",
+    )
     parser.add_argument("--bootstrap", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(

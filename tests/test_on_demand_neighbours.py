@@ -4,6 +4,8 @@ the graph built from the store's vectors, persisted in sqlite, never building th
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -11,12 +13,14 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore
 
-from rag_complexity_agents.config import Config
+from rag_complexity_agents.config import Config, NARParams
 from rag_complexity_agents.corpus.demo import DEMO_CORPUS
 from rag_complexity_agents.errors import CorpusError
 from rag_complexity_agents.integrations.byo import from_langchain
 from rag_complexity_agents.integrations.langchain import RCAEmbeddings
 from rag_complexity_agents.integrations.neighbours import OnDemandGraph
+from rag_complexity_agents.retrieval.nar import neighbourhood_aware_rerank
+from rag_complexity_agents.types import Chunk, ScoredDoc
 
 QUESTIONS = [
     "Who directed The Shape of Water?",
@@ -127,3 +131,91 @@ def test_llamaindex_index_on_demand_matches_the_built_graph(config: Config, tmp_
     assert on_demand.store.graph_source == "on_demand" and len(on_demand.store) == 30
     same_rankings(built, on_demand)
     on_demand.store.graph.close()
+
+
+class CountingSource:
+    """A fake vector store over unit vectors: counts its nearest-neighbour calls."""
+
+    key = None
+
+    def __init__(self, vectors: np.ndarray) -> None:
+        self.matrix = vectors
+        self.chunks = {f"c{i}": Chunk(f"c{i}", f"text {i}") for i in range(len(vectors))}
+        self.calls = 0
+
+    def size(self) -> int:
+        return len(self.matrix)
+
+    def vectors(self, chunks: Sequence[Chunk]) -> np.ndarray:
+        return self.matrix[[int(c.id[1:]) for c in chunks]]
+
+    def nearest(self, vectors: np.ndarray, k: int) -> list[list[tuple[Chunk, float]]]:
+        self.calls += 1
+        sims = vectors @ self.matrix.T
+        order = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+        return [
+            [(self.chunks[f"c{j}"], float(s[j])) for j in row]
+            for s, row in zip(sims, order, strict=True)
+        ]
+
+
+def test_nar_batches_on_demand_lookups_to_one_store_call_per_batch() -> None:
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((300, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    query = vectors[0] + 0.1 * rng.standard_normal(8).astype(np.float32)
+
+    relevance = {f"c{i}": float(v) for i, v in enumerate(vectors @ query)}
+
+    def score(_: str, chunks: Sequence[Chunk]) -> np.ndarray:
+        return np.array([relevance.get(c.id, -1.0) for c in chunks])
+
+    order = np.argsort(-(vectors @ query))
+    initial = [ScoredDoc(Chunk(f"c{i}", f"text {i}"), 0.0) for i in order[:120:2]]
+    initial.insert(2, ScoredDoc(Chunk("unknown", "not in the store"), 0.0))
+
+    def run(batched: bool, c: int, b: int) -> tuple[list[str], int]:
+        source = CountingSource(vectors)
+
+        def chunk_of(doc_id: str) -> Chunk:
+            if doc_id not in source.chunks:
+                raise CorpusError(doc_id)
+            return source.chunks[doc_id]
+
+        graph = OnDemandGraph(source, chunk_of=chunk_of, add_chunk=lambda c: c, k=8)
+
+        def neighbours(doc_id: str, n: int) -> list[tuple[str, float]]:
+            try:
+                return graph.neighbours(doc_id, n)
+            except CorpusError:
+                return []
+
+        result = neighbourhood_aware_rerank(
+            "q",
+            initial,
+            score=score,
+            neighbours=neighbours,
+            chunk_of=chunk_of,
+            params=NARParams(b=b, c=c, neighbours_per_doc=5),
+            prefetch=graph.prefetch if batched else None,
+        )
+        assert result.trace.scored == c
+        return [d.id for d in result.docs], source.calls
+
+    for c, b in [(30, 4), (50, 16), (16, 16)]:
+        batched_ids, batched_calls = run(True, c, b)
+        single_ids, single_calls = run(False, c, b)
+        assert batched_ids == single_ids  # prefetching changes no result
+        assert batched_calls <= math.ceil(c / b) < single_calls
+
+
+def test_sunar_retriever_makes_at_most_one_store_call_per_batch(config: Config) -> None:
+    store = InMemoryVectorStore(RCAEmbeddings(config=config))
+    store.add_documents(demo_documents(40))
+    parts = from_langchain(store, config=config, neighbours="on_demand")
+    retriever = parts.sunar_retriever(with_asu=False)
+    retriever.retrieve(QUESTIONS[2], 5)
+    graph = parts.store.graph
+    params = retriever.params
+    assert 0 < graph.counts["store_calls"] <= math.ceil(params.c / params.b)
+    assert graph.counts["store"] == retriever.trace["nar"]["scored"]

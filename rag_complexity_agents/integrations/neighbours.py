@@ -311,13 +311,17 @@ class OnDemandGraph:
             return []
         with self._lock:
             self.prefetch([doc_id], n)
-            return self._lists[doc_id][1][:n]
+            have = self._lists.get(doc_id)
+            if have is None:
+                raise CorpusError(f"document {doc_id!r} is not in the vector store")
+            return have[1][:n]
 
     def prefetch(self, doc_ids: Sequence[str], n: int) -> None:
         """Make the lists of ``doc_ids`` (at least ``n`` long) available with one store look-up
-        for all that are neither in memory nor in the cache file."""
+        for all that are neither in memory nor in the cache file. Documents ``chunk_of`` does
+        not know are skipped (:meth:`neighbours` raises CorpusError for them)."""
         with self._lock:
-            missing = []
+            missing: dict[str, Chunk] = {}
             for doc_id in dict.fromkeys(doc_ids):
                 have = self._lists.get(doc_id)
                 if have is not None and have[0] >= n:
@@ -328,18 +332,21 @@ class OnDemandGraph:
                     self.counts["disk"] += 1
                     self._remember(doc_id, stored[0], stored[1])
                     continue
-                missing.append(doc_id)
+                try:
+                    missing[doc_id] = self._chunk_of(doc_id)
+                except CorpusError:
+                    continue
             if missing:
                 self._fetch(missing, max(n, self.k))
 
-    def _fetch(self, doc_ids: list[str], k: int) -> None:
-        chunks = [self._chunk_of(i) for i in doc_ids]  # CorpusError for unknown documents
+    def _fetch(self, chunks: dict[str, Chunk], k: int) -> None:
+        """One store look-up for the lists of ``chunks`` (doc id → chunk)."""
         tick = time.perf_counter()
-        found = self.source.nearest(self.source.vectors(chunks), k + 1)
+        found = self.source.nearest(self.source.vectors(list(chunks.values())), k + 1)
         self.store_ms += (time.perf_counter() - tick) * 1000.0
         self.counts["store_calls"] += 1
-        self.counts["store"] += len(doc_ids)
-        for doc_id, pairs in zip(doc_ids, found, strict=True):
+        self.counts["store"] += len(chunks)
+        for doc_id, pairs in zip(chunks, found, strict=True):
             kept = [(c, s) for c, s in pairs if c.id != doc_id][:k]
             if self.cache is not None:
                 self.cache.put(doc_id, k, kept)

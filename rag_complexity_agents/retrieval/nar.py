@@ -6,7 +6,10 @@ Inputs are plain data and three callables, so NAR runs (and is tested) without a
 * ``score(query, chunks) -> scores``: the scorer (``Scorer.score`` fits);
 * ``neighbours(doc_id, n) -> [(doc_id, similarity)]``: the corpus graph G
   (``TopKGraph.neighbours`` fits);
-* ``chunk_of(doc_id) -> Chunk``: turns a neighbour id into a scorable chunk.
+* ``chunk_of(doc_id) -> Chunk``: turns a neighbour id into a scorable chunk;
+* optionally ``prefetch(doc_ids, n)``: told once per batch which documents' neighbours are
+  read next (``OnDemandGraph.prefetch`` fits: one store call per batch instead of one per
+  document). It only warms the graph; the neighbours read, and so the results, are the same.
 
 The loop, for budget c and batch size b::
 
@@ -56,6 +59,7 @@ from ..types import Chunk, ScoredDoc
 ScoreFn = Callable[[str, Sequence[Chunk]], np.ndarray]
 NeighbourFn = Callable[[str, int], Sequence[tuple[str, float]]]
 ChunkFn = Callable[[str], Chunk]
+PrefetchFn = Callable[[Sequence[str], int], None]
 PoolName = Literal["R", "N"]
 
 
@@ -249,6 +253,7 @@ def neighbourhood_aware_rerank(
     chunk_of: ChunkFn,
     params: NARParams | None = None,
     hook: BatchHook | None = None,
+    prefetch: PrefetchFn | None = None,
 ) -> NARResult:
     """Run SUNAR's Algorithm 1 for ``query`` over the initial ranking ``initial`` (R).
 
@@ -369,6 +374,8 @@ def neighbourhood_aware_rerank(
         if params.neighbours_per_doc > 0:
             order = sorted(range(len(batch)), key=lambda i: -batch[i].score)
             tick = time.perf_counter()
+            if prefetch is not None:
+                prefetch([batch[i].chunk.id for i in order], params.neighbours_per_doc)
             for i in order:
                 bringer = batch[i]
                 found = neighbours(bringer.chunk.id, params.neighbours_per_doc)
@@ -460,6 +467,7 @@ __all__ = [
     "NARResult",
     "NARTrace",
     "NeighbourFn",
+    "PrefetchFn",
     "ScoreFn",
     "neighbourhood_aware_rerank",
     "rerank_only",

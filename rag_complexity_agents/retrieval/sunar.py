@@ -28,6 +28,7 @@ Bad input:
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from collections import OrderedDict
@@ -148,6 +149,17 @@ class SunarRetriever:
             self._unknown_ids += 1
             return []
 
+    def _prefetch(self, doc_ids: Sequence[str], n: int) -> None:
+        """Batch the coming neighbour look-ups when the graph can (``OnDemandGraph.prefetch``).
+
+        A batch holding a document the graph does not know is left to the one-by-one
+        look-ups, which count it as unknown."""
+        prefetch = getattr(self.graph, "prefetch", None)
+        if prefetch is None:
+            return
+        with contextlib.suppress(CorpusError):
+            prefetch(doc_ids, n)
+
     def _topk_neighbours(self, graph: TopKGraph, doc_id: str, n: int) -> list[tuple[str, float]]:
         """``TopKGraph.neighbours`` on plain-array views of its memmaps (NAR's hot loop)."""
         if self._graph_view is None or self._graph_generation != graph.generation:
@@ -233,6 +245,7 @@ class SunarRetriever:
             chunk_of=self.chunk_of,
             params=self.params,
             hook=self.asu,
+            prefetch=self._prefetch,
         )
         self.trace = {
             "retriever": "sunar",

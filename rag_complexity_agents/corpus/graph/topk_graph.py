@@ -60,9 +60,10 @@ __all__ = [
 
 GraphMethod = Literal["auto", "exact", "faiss"]
 #: ``method="auto"`` builds the exact graph up to this many rows and an approximate one above.
-#: Provisional: the exact build's measured n² cost (34.5 s at 100k on two idle cores, so about
-#: 2.5 min at 200k) is where waiting starts to hurt; see docs/scaling.md for the measurements.
-EXACT_MAX_ROWS = 200_000
+#: Measured on two cores (docs/scaling.md): at 1M rows the HNSW build (:mod:`.ann` settings)
+#: took ~6,770 CPU-seconds, the exact one costs ~6,900 (n² from 69 CPU-seconds at 100k rows):
+#: below a million rows exact is cheaper, and it is exact.
+EXACT_MAX_ROWS = 1_000_000
 
 #: Relative slack for comparing float32 similarities with stored float16 ones (2^-10 > 2^-11).
 _FP16_SLACK = 2.0**-10

@@ -1,0 +1,110 @@
+"""The scale tooling of the benchmarks: forcing the graph method of the retrieval benchmark's
+collection, the sampled 1M-style faiss build of ``index_build.py`` and the NAR-by-graph table."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from rag_complexity_agents.corpus.documents import SourceDocument
+from rag_complexity_agents.corpus.graph import exact_topk
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _benchmark(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    module = importlib.import_module(name)
+    monkeypatch.delitem(sys.modules, name)
+    return module
+
+
+def test_retrieval_benchmark_forces_the_graph_method(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("faiss")
+    retrieval = _benchmark("retrieval", monkeypatch)
+    documents = [
+        SourceDocument(f"d{i}", f"Paragraph {i} about topic {i % 5} and place {i % 7}.")
+        for i in range(40)
+    ]
+    store = retrieval.build_collection(retrieval.Corpus(documents, [], 40, "t"), tmp_path, 4)
+    assert retrieval.graph_of(store, "auto").method == "exact"
+    forced = retrieval.graph_of(store, "faiss")
+    assert forced.method == "faiss" and len(forced) == 40 and forced.k == 4
+    assert retrieval.graph_of(store, "faiss").directory == forced.directory  # reused
+    exact = retrieval.graph_of(store, "exact")
+    assert [n for n, _ in exact.neighbours(store.ids[0], 4)] == [
+        n for n, _ in store.graph.neighbours(store.ids[0], 4)
+    ]
+    assert retrieval.graph_recall(exact, store.graph) == 1.0
+    assert 0.5 <= retrieval.graph_recall(forced, store.graph) <= 1.0
+    assert retrieval.graph_recall(store.graph, forced) is None  # only against an exact graph
+    assert retrieval.parse_args(["--graph-method", "faiss"]).graph_method == "faiss"
+    assert retrieval.parse_args([]).graph_method == "auto"
+
+
+def test_sampled_faiss_build_searches_windows_and_fills_full_buffers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("faiss")
+    index_build = _benchmark("index_build", monkeypatch)
+    rng = np.random.default_rng(0)
+    matrix = rng.standard_normal((3000, 32)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    cols, measured, searched = index_build._sampled_faiss(matrix, 8, 400, windows=4)
+    assert cols.shape == (3000, 8) and len(searched) == measured["rows_searched"] == 400
+    assert searched[0] == 0 and searched[-1] == 2999  # windows spread over all rows
+    unsearched = np.setdiff1d(np.arange(3000), searched)
+    assert (cols[unsearched] == -1).all() and (cols[searched] >= 0).all()
+    assert not (cols[searched] == searched[:, None]).any()  # never the row itself
+    exact, _ = exact_topk(matrix, 8)
+    recall = np.mean([len(set(cols[r]) & set(exact[r])) / 8 for r in searched])
+    assert recall >= 0.9
+    assert measured["graph_seconds_extrapolated"] is True
+
+
+def test_nar_by_graph_pairs_the_runs_by_method(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index_build = _benchmark("index_build", monkeypatch)
+
+    def run(method: str, nar: float, recall: float | None) -> Path:
+        row = {"dataset": "musique", "queries": "subquestions", "pool": "own"}
+        row |= {"scorer": "bi-encoder", "budget": 100, "n_queries": 3}
+        rows = [
+            row | {"strategy": "nar", "recall_at_10": nar},
+            row | {"strategy": "rerank", "recall_at_10": 0.5},
+        ]
+        path = tmp_path / f"{method}.json"
+        graph = {"method": method, "recall_vs_exact": recall}
+        path.write_text(json.dumps({"rows": rows, "setup": {"graph": graph}}))
+        return path
+
+    got = index_build._nar_by_graph([str(run("exact", 0.8, None)), str(run("faiss", 0.79, 0.99))])
+    assert got == [
+        {
+            "dataset": "musique",
+            "queries": "subquestions",
+            "pool": "own",
+            "scorer": "bi-encoder",
+            "budget": 100,
+            "n_queries": 3,
+            "recall_at_10": {"exact": 0.8, "faiss": 0.79},
+            "graph_recall": {"faiss": 0.99},
+        }
+    ]
+    markdown = index_build._scale_markdown(
+        {"rows": [], "capacity": [], "real_rows": 10, "noise": 1.0, "fill": "gaussian"}
+        | {"nar_by_graph": {"rows": got, "command": "cmd"}}
+    )
+    assert "exact graph (all rows): faiss 0.99." in markdown
+    assert "| musique | subquestions | own | bi-encoder | 100 | 3 | 0.8 | 0.79 | -1.00 |" in (
+        markdown
+    )
