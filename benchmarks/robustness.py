@@ -40,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -510,21 +511,39 @@ def _demo_collection(home: Path) -> Any:
     return cfg
 
 
-def abstention(tmp: Path, limit: int | None = None) -> dict[str, Any]:
+#: The demo loop's knobs made smaller so that 50+ questions fit on two shared cores (the full
+#: cpu profile took ~260 s per question at load average 12): two sub-questions, NAR budget
+#: 4 (two batches of b = 2), 2 ASU samples per batch. Every prompt is the demo loop's.
+ABSTENTION_KNOBS: dict[str, Any] = {"agents.max_steps": 2, "nar.c": 4, "asu.m": 2}
+
+
+def _earlier_rows(path: Path | None) -> list[dict[str, Any]]:
+    """Rows an interrupted abstention run printed (its log: one JSON row per line)."""
+    if path is None:
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.startswith('{"kind"')]
+
+
+def abstention(tmp: Path, limit: int | None = None, earlier: Path | None = None) -> dict[str, Any]:
     """The demo loop (Self-Ask + SUNAR + MER, packaged model) on every out-of-corpus question:
-    how many answers equal a few-shot exemplar's answer, and how many abstain."""
+    how many answers equal a few-shot exemplar's answer, and how many abstain. ``earlier``:
+    the log of an interrupted run, whose questions are kept and not asked again."""
     from rag_complexity_agents.agents.abstain import exemplar_answers
     from rag_complexity_agents.agents.registry import build_preset
     from rag_complexity_agents.agents.run import run_graph
     from rag_complexity_agents.components import Components
     from rag_complexity_agents.text import normalize_answer
 
-    cfg = _demo_collection(tmp / "abstention-home")
+    cfg = _demo_collection(tmp / "abstention-home").with_overrides(ABSTENTION_KNOBS)
     graph = build_preset("self_ask_sunar_mer", cfg, components=Components(cfg))
     exemplars = {normalize_answer(a) for a in exemplar_answers()}
-    rows: list[dict[str, Any]] = []
+    rows = _earlier_rows(earlier)
+    done = {row["question"] for row in rows}
     questions = [(kind, q) for kind, qs in OUT_OF_CORPUS.items() for q in qs][:limit]
     for kind, question in questions:
+        if question in done:
+            continue
         started = time.perf_counter()
         result = run_graph(graph, question)
         rows.append(
@@ -539,6 +558,8 @@ def abstention(tmp: Path, limit: int | None = None) -> dict[str, Any]:
                     "abstained"
                 ),
                 "loop_answer": result.trace.get("loop_answer", ""),
+                "llm_calls": result.trace.get("llm_calls"),
+                "asu_samples": result.trace.get("asu_samples"),
                 "seconds": round(time.perf_counter() - started, 1),
             }
         )
@@ -563,8 +584,279 @@ def abstention(tmp: Path, limit: int | None = None) -> dict[str, Any]:
         ),
         "median_s": statistics.median(r["seconds"] for r in rows) if rows else None,
         "loop": "self_ask_sunar_mer",
+        "knobs": ABSTENTION_KNOBS,
         "chat_model": cfg.models.chat,
         "by_kind": by_kind,
+        "rows": rows,
+    }
+
+
+# ------------------------------------------------------------------------------ load
+#: The load test's runs: (assistant, configurable, question). Single-step RAG and the SUNAR
+#: loop (Self-Ask + NAR + ASU + MER) with knobs small enough for two shared cores; every run
+#: shares the server's one in-process llama.cpp model.
+LOAD_QUESTIONS = (
+    "Who directed Spirited Away?",
+    "Which river runs through Dresden?",
+    "In which city was Wolfgang Amadeus Mozart born?",
+    "Who founded Nintendo?",
+    "Which company did Larry Page co-found?",
+    "Where was Akira Kurosawa born?",
+    "Who wrote The Hobbit?",
+    "Which river flows through Lyon?",
+)
+LOAD_LOOP_KNOBS = {"max_steps": 1, "c": 2, "m": 2}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _post(url: str, body: dict[str, Any], timeout: float) -> tuple[int, Any]:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")[:500]
+
+
+def _tree_rss_mb(pid: int) -> float:
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0
+    for proc in procs:
+        try:
+            total += proc.memory_info().rss
+        except psutil.NoSuchProcess:
+            continue
+    return total / 2**20
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], 2)
+
+
+def _group(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    seconds = [r["seconds"] for r in rows]
+    return {
+        "requests": len(rows),
+        "errors": sum(not r["ok"] for r in rows),
+        "p50_s": _percentile(seconds, 0.5),
+        "p95_s": _percentile(seconds, 0.95),
+    }
+
+
+class _LangGraphDev:
+    """``langgraph dev`` on a free localhost port with this repository's graphs, offline, with
+    its state in ``workdir``; stopped (by its process group) on exit."""
+
+    def __init__(self, workdir: Path, home: Path) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = json.loads((REPO / "langgraph.json").read_text(encoding="utf-8"))
+        config["dependencies"] = [str(REPO)]
+        config["graphs"] = {
+            name: str(REPO / path.removeprefix("./")) for name, path in config["graphs"].items()
+        }
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "langgraph.json").write_text(json.dumps(config), encoding="utf-8")
+        self.workdir, self.home = workdir, home
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> _LangGraphDev:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "RCA_CORPUS__HOME": str(self.home),
+            "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+            "LANGGRAPH_NO_VERSION_CHECK": "true",
+            "LANGSMITH_TRACING": "false",
+        }
+        langgraph = Path(sys.executable).with_name("langgraph")
+        command = [str(langgraph), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1"]
+        command += ["--port", str(self.port), "--config", "langgraph.json"]
+        command += ["--n-jobs-per-worker", "32", "--server-log-level", "WARNING"]
+        self.log = open(self.workdir / "server.log", "wb")
+        self.proc = subprocess.Popen(
+            command,
+            cwd=self.workdir,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"langgraph dev exited; see {self.workdir / 'server.log'}")
+            try:
+                import urllib.request
+
+                with urllib.request.urlopen(f"{self.url}/ok", timeout=2):
+                    return self
+            except OSError:
+                time.sleep(0.5)
+        raise RuntimeError("langgraph dev did not answer /ok within 180 s")
+
+    def __exit__(self, *_: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+
+
+def _server_requests(n: int) -> list[tuple[str, str, dict[str, Any], str]]:
+    """(group, assistant, configurable, question): three in four single-step runs, the rest
+    the SUNAR loop."""
+    out = []
+    for i in range(n):
+        question = LOAD_QUESTIONS[i % len(LOAD_QUESTIONS)]
+        if i % 4 == 3:
+            out.append(("self_ask_sunar_mer", "self_ask_sunar_mer", LOAD_LOOP_KNOBS, question))
+        else:
+            out.append(("single_step", "single_step", {"k": 2}, question))
+    return out
+
+
+def _serve_and_hit(tmp: Path, home: Path, n: int) -> dict[str, Any]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _LangGraphDev(tmp / "langgraph-dev", home) as server:
+        peak = [0.0]
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.is_set():
+                peak[0] = max(peak[0], _tree_rss_mb(server.proc.pid))  # type: ignore[union-attr]
+                done.wait(0.5)
+
+        def one(item: tuple[str, str, dict[str, Any], str]) -> dict[str, Any]:
+            group, assistant, configurable, question = item
+            body = {
+                "assistant_id": assistant,
+                "input": {"question": question},
+                "config": {"configurable": configurable},
+            }
+            started = time.perf_counter()
+            status, payload = _post(f"{server.url}/runs/wait", body, timeout=3600)
+            error = payload.get("__error__") if isinstance(payload, dict) else None
+            answer = payload.get("answer") if isinstance(payload, dict) else None
+            return {
+                "group": group,
+                "question": question,
+                "status": status,
+                "ok": status == 200 and error is None and bool(answer),
+                "answer": answer,
+                "error": error if error is not None else (None if status == 200 else payload),
+                "seconds": round(time.perf_counter() - started, 2),
+            }
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        try:
+            with ThreadPoolExecutor(max_workers=n) as pool:
+                rows = list(pool.map(one, _server_requests(n)))
+            forbidden = {"overrides": {"models.ollama_host": "http://127.0.0.1:9"}}
+            status, payload = _post(
+                f"{server.url}/runs/wait",
+                {
+                    "assistant_id": "single_step",
+                    "input": {"question": LOAD_QUESTIONS[0]},
+                    "config": {"configurable": forbidden},
+                },
+                timeout=600,
+            )
+        finally:
+            done.set()
+            sampler.join()
+        error = payload.get("__error__", {}) if isinstance(payload, dict) else {}
+        rejected = {
+            "overrides": forbidden["overrides"],
+            "status": status,
+            "error": error.get("error"),
+            "message": error.get("message"),
+        }
+        return {"rows": rows, "peak_rss_mb": round(peak[0], 1), "rejected_override": rejected}
+
+
+def _retriever_calls(home: Path, n: int) -> list[dict[str, Any]]:
+    """``n`` concurrent ``ainvoke`` calls on one SunarLangChainRetriever (SUNAR, in-process)."""
+    import asyncio
+
+    from rag_complexity_agents.config import Config
+    from rag_complexity_agents.integrations.langchain import SunarLangChainRetriever
+
+    retriever = SunarLangChainRetriever.from_defaults(
+        Config(corpus={"home": home}), k=3, b=2, c=2, m=2
+    )
+
+    async def one(question: str) -> dict[str, Any]:
+        started = time.perf_counter()
+        try:
+            docs = await retriever.ainvoke(question)
+            ok, error = bool(docs), None
+        except Exception as exc:  # counted and reported: the test is whether any call fails
+            ok, error = False, f"{type(exc).__name__}: {exc}"
+        return {
+            "group": "retriever_ainvoke",
+            "question": question,
+            "ok": ok,
+            "error": error,
+            "seconds": round(time.perf_counter() - started, 2),
+        }
+
+    async def run_all() -> list[dict[str, Any]]:
+        questions = [LOAD_QUESTIONS[i % len(LOAD_QUESTIONS)] for i in range(n)]
+        return list(await asyncio.gather(*(one(q) for q in questions)))
+
+    return asyncio.run(run_all())
+
+
+def load_test(tmp: Path, n: int = 16) -> dict[str, Any]:
+    """``n`` concurrent requests against ``langgraph dev`` (single-step and the SUNAR loop),
+    one run with a forbidden override, then ``n`` concurrent ``ainvoke`` calls on the LangChain
+    retriever; latency, errors and the server's peak RSS."""
+    import resource
+
+    home = tmp / "load-home"
+    _demo_collection(home)
+    served = _serve_and_hit(tmp, home, n)
+    retriever_rows = _retriever_calls(home, n)
+    rows = served["rows"] + retriever_rows
+    groups = {
+        name: _group([r for r in rows if r["group"] == name])
+        for name in dict.fromkeys(r["group"] for r in rows)
+    }
+    own_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {
+        **_group(rows),
+        "peak_rss_mb": served["peak_rss_mb"],
+        "retriever_process_peak_rss_mb": round(own_peak, 1),
+        "groups": groups,
+        "loop_knobs": LOAD_LOOP_KNOBS,
+        "rejected_override": served["rejected_override"],
         "rows": rows,
     }
 
@@ -703,7 +995,7 @@ def _measure(parts: set[str], args: argparse.Namespace, tmp: Path) -> dict[str, 
         big = index_big_file(tmp, args.size_mb)
         data.update(index_100mb_peak_rss_mb=big["peak_rss_mb"], index_big_file=big)
     if "abstention" in parts:
-        data["abstention"] = abstention(tmp, args.questions)
+        data["abstention"] = abstention(tmp, args.questions, args.abstention_log)
     if "load" in parts:
         data["load"] = load_test(tmp, args.requests)
     return data
@@ -721,6 +1013,12 @@ def main() -> None:
         "in an existing robustness.json",
     )
     parser.add_argument("--questions", type=int, default=None, help="abstention: first N only")
+    parser.add_argument(
+        "--abstention-log",
+        type=Path,
+        default=None,
+        help="abstention: the log of an interrupted run (its questions are not asked again)",
+    )
     parser.add_argument("--requests", type=int, default=16, help="load: concurrent requests")
     parser.add_argument("--child-index", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--child-encoder", action="store_true", help=argparse.SUPPRESS)
