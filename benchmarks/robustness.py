@@ -1,11 +1,14 @@
-"""Robustness benchmark (issue 17): parser fuzzing, concurrent writers, kill-and-resume, and the
-peak RSS of indexing a 100 MB text file.
+"""Robustness benchmark (issue 17): parser fuzzing, concurrent writers, kill-and-resume, the
+peak RSS of indexing a 100 MB text file, abstention on out-of-corpus questions, and load on
+the LangGraph server.
 
-Run from the repository root::
+Run from the repository root (with ``nice -n 5`` on a shared machine)::
 
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python benchmarks/robustness.py
 
-(``--skip-index`` leaves out the 100 MB index, ``--size-mb`` changes its size.) It measures:
+``--parts`` picks what to measure (default: all); the other parts keep their values in an
+existing ``robustness.json``, and each part records the load average at its start and end.
+``--skip-index`` leaves out the 100 MB index, ``--size-mb`` changes its size. It measures:
 
 (a) ``parsers``: every parser of model output on seeded random replies built from format
     fragments and on adversarial repetitions (runs of spaces, brackets, markers) up to 100k
@@ -20,10 +23,17 @@ Run from the repository root::
     the graph). The packaged encoder is loaded, but its ``encode`` is replaced by a hash-seeded
     unit vector per chunk: embedding ~120k chunks of 200 tokens with MiniLM takes about an hour
     on 2 cores, while its own memory is one batch (≈ tens of MB). The encoder's real peak on a
-    batch is reported separately (``encoder_batch_peak_rss_mb``).
-
-``load`` and ``abstention`` are null here: they are measured by later work on the server and
-on out-of-corpus questions.
+    batch is reported separately (``encoder_batch_peak_rss_mb``);
+(e) ``abstention``: the demo loop (Self-Ask + SUNAR + MER, packaged chat model, smaller knobs:
+    :data:`ABSTENTION_KNOBS`) on out-of-corpus questions (unrelated facts, other languages,
+    prompt injections) over the demo collection: answers equal to a few-shot exemplar's answer
+    (target 0), abstentions, and how often the final-answer guard stepped in
+    (``--abstention-log`` resumes an interrupted run from its log);
+(f) ``load``: ``langgraph dev`` started on a free localhost port (offline settings, stopped
+    afterwards) gets ``--requests`` concurrent runs (three in four single-step, the rest the
+    SUNAR loop) and one run with a forbidden override; then as many concurrent ``ainvoke``
+    calls go to one ``SunarLangChainRetriever``: errors, p50/p95 latency, the server's peak
+    RSS.
 
 Writes ``benchmarks/results/robustness.json`` and ``benchmarks/results/robustness.md``.
 """
@@ -899,10 +909,17 @@ def _load_lines(data: dict[str, Any]) -> list[str]:
     load = data.get("load")
     if not load:
         return ["- Not measured yet (`--parts load`)."]
+    groups = load["groups"]
+    server = {k: v for k, v in groups.items() if k != "retriever_ainvoke"}
     lines = [
-        f"- `langgraph dev` ({_loadavg(data, 'load')}): **{load['requests']}** concurrent "
-        f"requests, **{load['errors']}** errors, p50 {load['p50_s']} s, p95 {load['p95_s']} s, "
-        f"peak RSS {load['peak_rss_mb']} MB (server and its workers).",
+        f"- {_loadavg(data, 'load')}: **{load['requests']}** requests in all "
+        f"({sum(g['requests'] for g in server.values())} concurrent runs against "
+        f"`langgraph dev`, then {groups['retriever_ainvoke']['requests']} concurrent "
+        f"`ainvoke` calls on one `SunarLangChainRetriever`), **{load['errors']}** errors, "
+        f"p50 {load['p50_s']} s, p95 {load['p95_s']} s; peak RSS of the server and its "
+        f"workers {load['peak_rss_mb']} MB (the retriever's process: "
+        f"{load['retriever_process_peak_rss_mb']} MB). The SUNAR loop ran with "
+        f"`configurable = {load['loop_knobs']}`.",
     ]
     for name, group in load["groups"].items():
         lines.append(
@@ -1020,6 +1037,9 @@ def main() -> None:
         help="abstention: the log of an interrupted run (its questions are not asked again)",
     )
     parser.add_argument("--requests", type=int, default=16, help="load: concurrent requests")
+    parser.add_argument(
+        "--render", action="store_true", help="only rewrite robustness.md from robustness.json"
+    )
     parser.add_argument("--child-index", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--child-encoder", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -1035,6 +1055,9 @@ def main() -> None:
         parser.error(f"unknown parts {sorted(unknown)}; use {', '.join(PARTS)}")
     out = RESULTS / "robustness.json"
     data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
+    if args.render:
+        write_markdown(data, RESULTS / "robustness.md")
+        return
     data.pop("notes", None)
     if "load_average" in data:  # a run before the per-part load averages
         old = data.pop("load_average")
