@@ -56,7 +56,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import REPO, machine
+from _common import REPO, analysis_block, machine, read_analysis
 
 RESULTS = REPO / "benchmarks" / "results"
 FRAGMENTS = (
@@ -521,6 +521,24 @@ def _demo_collection(home: Path) -> Any:
     return cfg
 
 
+def guard_can_change_cover_em() -> list[str]:
+    """Demo questions whose cover-EM the final-answer guard could change: cover-EM counts a
+    prediction right when it contains a gold answer, so replacing an exemplar's answer E by
+    'unknown' loses a point only when some gold answer is contained in E."""
+    from rag_complexity_agents.agents.abstain import exemplar_answers
+    from rag_complexity_agents.corpus.demo import DEMO_QUESTIONS
+    from rag_complexity_agents.text import normalize_answer
+
+    guarded = {normalize_answer(a) for a in exemplar_answers()} - {"", "yes", "no"}
+    ids = []
+    for line in Path(DEMO_QUESTIONS).read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        golds = {normalize_answer(a) for a in record["answers"]}
+        if any(f" {g} " in f" {e} " for g in golds for e in guarded):
+            ids.append(record["id"])
+    return ids
+
+
 #: The demo loop's knobs made smaller so that 50+ questions fit on two shared cores (the full
 #: cpu profile took ~260 s per question at load average 12): two sub-questions, NAR budget
 #: 4 (two batches of b = 2), 2 ASU samples per batch. Every prompt is the demo loop's.
@@ -571,6 +589,7 @@ def abstention(tmp: Path, limit: int | None = None, earlier: Path | None = None)
                 "llm_calls": result.trace.get("llm_calls"),
                 "asu_samples": result.trace.get("asu_samples"),
                 "seconds": round(time.perf_counter() - started, 1),
+                "load_average": [round(x, 2) for x in os.getloadavg()],
             }
         )
         print(json.dumps(rows[-1], ensure_ascii=False), flush=True)
@@ -593,6 +612,7 @@ def abstention(tmp: Path, limit: int | None = None, earlier: Path | None = None)
             r["exemplar_answer"] or r["guard_replaced"] for r in rows
         ),
         "median_s": statistics.median(r["seconds"] for r in rows) if rows else None,
+        "guard_can_change_demo_cover_em": guard_can_change_cover_em(),
         "loop": "self_ask_sunar_mer",
         "knobs": ABSTENTION_KNOBS,
         "chat_model": cfg.models.chat,
@@ -890,6 +910,11 @@ def _abstention_lines(data: dict[str, Any]) -> list[str]:
         f"{ab['guard_replaced']} answers (exemplar answers without it: "
         f"{ab['exemplar_answers_without_guard']}); median {ab['median_s']} s per question.",
         "",
+        "- End-to-end cover-EM: the guard only replaces an answer equal to an exemplar's "
+        "answer; on the demo questions no gold answer is contained in one (questions where it "
+        f"could matter: {ab.get('guard_can_change_demo_cover_em', 'n/a')}), so their cover-EM "
+        "cannot change.",
+        "",
         "| kind | questions | exemplar answers | abstentions |",
         "|---|---:|---:|---:|",
     ]
@@ -988,7 +1013,8 @@ def write_markdown(data: dict[str, Any], path: Path) -> None:
     else:
         lines.append("- The 100 MB index was not run (`--skip-index`).")
     lines += ["", "## Abstention on out-of-corpus questions", "", *_abstention_lines(data)]
-    lines += ["", "## Load on the LangGraph server", "", *_load_lines(data), ""]
+    lines += ["", "## Load on the LangGraph server", "", *_load_lines(data)]
+    lines += ["", "## Analysis", "", *analysis_block(read_analysis(path)), ""]
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
