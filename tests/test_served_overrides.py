@@ -4,18 +4,21 @@ one line that reaches the API client."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agent_fakes import Script, ScriptedChat, demo_config, demo_home
 
+from rag_complexity_agents.agents import context
 from rag_complexity_agents.agents.context import (
     SERVED_KNOBS,
     ResourceProvider,
     derive_components,
+    serve_clients,
     served_options,
-    serving,
+    serving_clients,
 )
 from rag_complexity_agents.agents.registry import build_preset
 from rag_complexity_agents.agents.run import run_graph
@@ -62,10 +65,12 @@ def test_server_keys_in_configurable_are_ignored() -> None:
     assert ResourceProvider.options_of(config, served=True) == {"overrides": {"nar.b": 3}}  # type: ignore[arg-type]
 
 
-def test_serving_marks_only_the_graphs_built_inside_it() -> None:
-    with serving():
-        inside = ResourceProvider()
-    assert inside.served and not ResourceProvider().served
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process serves API clients (a fresh switch, so other tests are not affected)."""
+    monkeypatch.setattr(context, "_SERVING", threading.Event())
+    assert not serving_clients()
+    serve_clients()
 
 
 @pytest.fixture(scope="module")
@@ -74,26 +79,30 @@ def parts(tmp_path_factory: pytest.TempPathFactory) -> Components:
     return Components(demo_config(home))
 
 
-def _served_graph(parts: Components) -> Any:
+def _graph(parts: Components) -> Any:
     script = Script(answer="Japan", asu="Japan")
     cfg = demo_config(parts.config.corpus.home)
     derived = derive_components(parts, cfg)
     derived.chat = ScriptedChat(script=script)  # type: ignore[misc]
-    with serving():
-        return build_preset("single_step_sunar", cfg, components=derived)
+    return build_preset("single_step_sunar", cfg, components=derived)
 
 
-@pytest.mark.parametrize("options", FORBIDDEN[:4])
-def test_served_graph_rejects_forbidden_overrides(
-    parts: Components, options: dict[str, Any]
+def test_graphs_of_a_serving_process_reject_forbidden_overrides(
+    parts: Components, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    graph = _served_graph(parts)
-    with pytest.raises(ConfigError, match="does not accept the run option"):
-        run_graph(graph, Q, options=options)
+    """Also a graph built before the process started serving (like the loops the adaptive
+    router builds lazily, which inherit the client's configurable)."""
+    graph = _graph(parts)
+    assert run_graph(graph, Q, options={"temperature": 0.5}).answer == "Japan"  # in-process
+    monkeypatch.setattr(context, "_SERVING", threading.Event())
+    serve_clients()
+    for options in FORBIDDEN[:4]:
+        with pytest.raises(ConfigError, match="does not accept the run option"):
+            run_graph(graph, Q, options=options)
 
 
-def test_served_graph_applies_allowed_knobs(parts: Components) -> None:
-    graph = _served_graph(parts)
+def test_served_graph_applies_allowed_knobs(parts: Components, served: None) -> None:
+    graph = _graph(parts)
     result = run_graph(graph, Q, options={"retrieval": "first_stage", "k": 2, "max_steps": 1})
     assert result.answer == "Japan" and result.trace["retrieval"] is not None
     bad = {"overrides": {"agents.retrieval": "bogus"}}

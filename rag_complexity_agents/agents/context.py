@@ -19,9 +19,7 @@ import copy
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +42,7 @@ if TYPE_CHECKING:
 RETRIEVAL_STRATEGIES = ("none", "first_stage", "rerank", "nar", "sunar")
 NAR_STRATEGIES = ("rerank", "nar", "sunar")
 
-#: What a served graph (``langgraph dev``: :func:`serving`) lets a run change: the
+#: What a served graph (``langgraph dev``: :func:`serve_clients`) lets a run change: the
 #: answer-shaping knobs only, short name → dotted config key; never a model, a host, a path, a
 #: home or a collection. A run may name them by either form, top level or in ``overrides``.
 SERVED_KNOBS: dict[str, str] = {
@@ -59,18 +57,21 @@ SERVED_KNOBS: dict[str, str] = {
     "profile": "agents.profile",
 }
 
-_SERVING: ContextVar[bool] = ContextVar("rca_serving", default=False)
+_SERVING = threading.Event()
 
 
-@contextmanager
-def serving() -> Iterator[None]:
-    """Graphs built inside this block are served to API clients: each run's options pass
-    through :func:`served_options` (the allow-list :data:`SERVED_KNOBS`)."""
-    token = _SERVING.set(True)
-    try:
-        yield
-    finally:
-        _SERVING.reset(token)
+def serve_clients() -> None:
+    """Declare that this process serves graphs to API clients (``langgraph dev`` imports the
+    entry modules in ``graphs/``, which call this through :func:`~.registry.studio_graph`):
+    from then on every run of every graph in the process accepts only :data:`SERVED_KNOBS`
+    (:func:`served_options`), including graphs built later, such as the loops the adaptive
+    router builds on its first question, which inherit the client's ``configurable``."""
+    _SERVING.set()
+
+
+def serving_clients() -> bool:
+    """Whether :func:`serve_clients` was called in this process."""
+    return _SERVING.is_set()
 
 
 def served_options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -329,8 +330,6 @@ class ResourceProvider:
         self._contexts: OrderedDict[str, AgentContext] = OrderedDict()
         self._lock = threading.Lock()
         self._max = max_contexts
-        #: built inside :func:`serving`: runs may change only :data:`SERVED_KNOBS`
-        self.served = _SERVING.get()
 
     @staticmethod
     def options_of(
@@ -381,7 +380,7 @@ class ResourceProvider:
     def context(self, config: RunnableConfig | None, runtime: Any = None) -> AgentContext:
         """The context of the run a node is called in."""
         context = getattr(runtime, "context", None)
-        return self.resolve(self.options_of(config, context, served=self.served))
+        return self.resolve(self.options_of(config, context, served=serving_clients()))
 
 
 __all__ = [
@@ -394,6 +393,7 @@ __all__ = [
     "RetrievalResult",
     "check_strategy",
     "derive_components",
+    "serve_clients",
     "served_options",
-    "serving",
+    "serving_clients",
 ]

@@ -18,7 +18,7 @@ from ..config import Config
 from ..errors import ConfigError
 from ..profiles import PROFILES
 from .baselines import build_cot, build_no_retrieval, build_single_step
-from .context import check_strategy, serving
+from .context import check_strategy, serve_clients
 from .ircot import build_ircot
 from .react import build_react
 from .searchain import build_searchain
@@ -139,8 +139,8 @@ def studio_graph(name: str) -> Graph:
     ``RCA_*`` environment variables and ``rca.toml`` apply) for the LangGraph server: runs may
     change only the answer-shaping knobs (:data:`~.context.SERVED_KNOBS`). Nothing loads until
     a run."""
-    with serving():
-        return build_preset(name, Config())
+    serve_clients()
+    return build_preset(name, Config())
 
 
 def available() -> list[tuple[str, str]]:
