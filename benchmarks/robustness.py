@@ -41,6 +41,7 @@ Writes ``benchmarks/results/robustness.json`` and ``benchmarks/results/robustnes
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -561,17 +562,21 @@ def abstention(tmp: Path, limit: int | None = None, earlier: Path | None = None)
     from rag_complexity_agents.agents.registry import build_preset
     from rag_complexity_agents.agents.run import run_graph
     from rag_complexity_agents.components import Components
+    from rag_complexity_agents.config import Config
     from rag_complexity_agents.text import normalize_answer
 
-    cfg = _demo_collection(tmp / "abstention-home").with_overrides(ABSTENTION_KNOBS)
-    graph = build_preset("self_ask_sunar_mer", cfg, components=Components(cfg))
     exemplars = {normalize_answer(a) for a in exemplar_answers()}
     rows = _earlier_rows(earlier)
     done = {row["question"] for row in rows}
-    questions = [(kind, q) for kind, qs in OUT_OF_CORPUS.items() for q in qs][:limit]
+    # round robin over the kinds, so that a run cut short still covers each of them
+    rounds = itertools.zip_longest(*([(k, q) for q in qs] for k, qs in OUT_OF_CORPUS.items()))
+    questions = [pair for group in rounds for pair in group if pair is not None][:limit]
+    questions = [(kind, question) for kind, question in questions if question not in done]
+    cfg = Config().with_overrides(ABSTENTION_KNOBS)
+    if questions:
+        cfg = _demo_collection(tmp / "abstention-home").with_overrides(ABSTENTION_KNOBS)
+        graph = build_preset("self_ask_sunar_mer", cfg, components=Components(cfg))
     for kind, question in questions:
-        if question in done:
-            continue
         started = time.perf_counter()
         result = run_graph(graph, question)
         rows.append(
@@ -602,6 +607,7 @@ def abstention(tmp: Path, limit: int | None = None, earlier: Path | None = None)
         for kind in OUT_OF_CORPUS
     }
     abstentions = sum(r["abstained"] for r in rows)
+    loads = [r["load_average"][0] for r in rows if r.get("load_average")]
     return {
         "questions": len(rows),
         "exemplar_answers": sum(r["exemplar_answer"] for r in rows),
@@ -612,6 +618,7 @@ def abstention(tmp: Path, limit: int | None = None, earlier: Path | None = None)
             r["exemplar_answer"] or r["guard_replaced"] for r in rows
         ),
         "median_s": statistics.median(r["seconds"] for r in rows) if rows else None,
+        "load_average_1min_range": [min(loads), max(loads)] if loads else None,
         "guard_can_change_demo_cover_em": guard_can_change_cover_em(),
         "loop": "self_ask_sunar_mer",
         "knobs": ABSTENTION_KNOBS,
@@ -908,7 +915,8 @@ def _abstention_lines(data: dict[str, Any]) -> list[str]:
         f"**{ab['exemplar_answers']}** exemplar answers, **{ab['abstentions']}** "
         f"abstentions ({ab['abstention_rate']:.0%}); the final-answer guard replaced "
         f"{ab['guard_replaced']} answers (exemplar answers without it: "
-        f"{ab['exemplar_answers_without_guard']}); median {ab['median_s']} s per question.",
+        f"{ab['exemplar_answers_without_guard']}); median {ab['median_s']} s per question "
+        f"(1-minute load average while the questions ran: {ab.get('load_average_1min_range')}).",
         "",
         "- End-to-end cover-EM: the guard only replaces an answer equal to an exemplar's "
         "answer; on the demo questions no gold answer is contained in one (questions where it "
@@ -1055,7 +1063,12 @@ def main() -> None:
         help="comma-separated parts to measure (default: all); the others keep their values "
         "in an existing robustness.json",
     )
-    parser.add_argument("--questions", type=int, default=None, help="abstention: first N only")
+    parser.add_argument(
+        "--questions",
+        type=int,
+        default=None,
+        help="abstention: ask the first N only (0: only summarise --abstention-log)",
+    )
     parser.add_argument(
         "--abstention-log",
         type=Path,
