@@ -911,7 +911,7 @@ def _abstention_lines(data: dict[str, Any]) -> list[str]:
         return ["- Not measured yet (`--parts abstention`)."]
     lines = [
         f"- `{ab['loop']}` with the chat model `{ab['chat_model']}` on "
-        f"{ab['questions']} out-of-corpus questions ({_loadavg(data, 'abstention')}): "
+        f"{ab['questions']} out-of-corpus questions and the knobs {ab['knobs']}: "
         f"**{ab['exemplar_answers']}** exemplar answers, **{ab['abstentions']}** "
         f"abstentions ({ab['abstention_rate']:.0%}); the final-answer guard replaced "
         f"{ab['guard_replaced']} answers (exemplar answers without it: "
