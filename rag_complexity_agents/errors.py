@@ -1,23 +1,23 @@
 """One exception hierarchy; every message tells the user what to do next.
 
-Errors about what a caller gave (a config value, a question, a collection) are also
-``ValueError``s, errors of the environment (a model, a server, a library) also
-``RuntimeError``s: servers that pass only such built-in errors' messages on to their clients
-(the LangGraph API server) then show ours instead of "An internal error occurred".
+Our errors are ``RuntimeError``s: servers that pass only built-in errors' messages on to their
+clients (the LangGraph API server hides anything else behind "An internal error occurred")
+then show ours, and pydantic, which turns a ``ValueError`` raised while a model is built into
+its own multi-line ValidationError, lets ours through unchanged.
 """
 
 from __future__ import annotations
 
 
-class RCAError(Exception):
+class RCAError(RuntimeError):
     """Base class of every error this package raises on purpose."""
 
 
-class ConfigError(RCAError, ValueError):
+class ConfigError(RCAError):
     """A configuration value or model spec is invalid."""
 
 
-class ModelNotAvailable(RCAError, RuntimeError):
+class ModelNotAvailable(RCAError):
     """A model (chat, embedding, scorer, equivalence) cannot be found or loaded."""
 
 
@@ -25,7 +25,7 @@ class ChecksumMismatch(ModelNotAvailable):
     """Assembled model weights do not match the published sha256."""
 
 
-class ModelServerError(RCAError, RuntimeError):
+class ModelServerError(RCAError):
     """A model server (Ollama) is down, slow or answered with an error."""
 
 
@@ -33,14 +33,14 @@ class ModelCallError(ModelServerError):
     """A chat-model call failed inside the backend (not one of our own errors)."""
 
 
-class CorpusError(RCAError, ValueError):
+class CorpusError(RCAError):
     """A corpus input or a stored collection is missing, empty or unreadable."""
 
 
-class InputError(RCAError, ValueError):
+class InputError(RCAError):
     """A question or other user input is unusable (empty, too long, garbled)."""
 
 
-class MissingDependency(RCAError, RuntimeError):
+class MissingDependency(RCAError):
     """An optional library (torch, transformers, sentence-transformers, llama.cpp) that a
     feature needs is not installed."""
