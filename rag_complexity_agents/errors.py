@@ -1,9 +1,15 @@
-"""One exception hierarchy; every message tells the user what to do next."""
+"""One exception hierarchy; every message tells the user what to do next.
+
+Our errors are ``RuntimeError``s: servers that pass only built-in errors' messages on to their
+clients (the LangGraph API server hides anything else behind "An internal error occurred")
+then show ours, and pydantic, which turns a ``ValueError`` raised while a model is built into
+its own multi-line ValidationError, lets ours through unchanged.
+"""
 
 from __future__ import annotations
 
 
-class RCAError(Exception):
+class RCAError(RuntimeError):
     """Base class of every error this package raises on purpose."""
 
 

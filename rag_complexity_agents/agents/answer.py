@@ -10,6 +10,7 @@ from typing import Any
 from ..models.calls import ChatReply
 from ..models.structured import record_format_failure
 from . import no_retrieval
+from .abstain import unsupported_exemplar
 from .context import NAR_STRATEGIES, AgentContext
 from .prompts import single_step as single_step_prompt
 from .single_step import extract_short_answer
@@ -127,6 +128,15 @@ def shorten_answer(text: str) -> str:
 
 
 def final_answer(state: Mapping[str, Any]) -> tuple[str, str]:
+    """(answer, where it came from): :func:`chosen_answer`, or 'unknown' when that is a few-shot
+    exemplar's answer that no retrieved passage supports (:mod:`.abstain`)."""
+    answer, source = chosen_answer(state)
+    if unsupported_exemplar(answer, state):
+        return UNKNOWN_ANSWER, f"abstained: {source} gave an exemplar's answer without evidence"
+    return answer, source
+
+
+def chosen_answer(state: Mapping[str, Any]) -> tuple[str, str]:
     """(answer, where it came from), in this order: MER's answer when it followed the format
     or is short; the closing clause of a long unformatted MER reply; the loop's answer; the
     long MER reply; the last intermediate answer; 'unknown'."""
@@ -156,6 +166,7 @@ __all__ = [
     "UNKNOWN_ANSWER",
     "answer_from_evidence",
     "answer_sub",
+    "chosen_answer",
     "final_answer",
     "mer_node",
     "shorten_answer",

@@ -42,6 +42,62 @@ if TYPE_CHECKING:
 RETRIEVAL_STRATEGIES = ("none", "first_stage", "rerank", "nar", "sunar")
 NAR_STRATEGIES = ("rerank", "nar", "sunar")
 
+#: What a served graph (``langgraph dev``: :func:`serve_clients`) lets a run change: the
+#: answer-shaping knobs only, short name → dotted config key; never a model, a host, a path, a
+#: home or a collection. A run may name them by either form, top level or in ``overrides``.
+SERVED_KNOBS: dict[str, str] = {
+    "b": "nar.b",
+    "c": "nar.c",
+    "m": "asu.m",
+    "l": "answer.sub_passages",  # passages per sub-question answer
+    "k": "answer.passages",
+    "max_steps": "agents.max_steps",
+    "retrieval": "agents.retrieval",
+    "mer": "agents.mer",
+    "profile": "agents.profile",
+}
+
+_SERVING = threading.Event()
+
+
+def serve_clients() -> None:
+    """Declare that this process serves graphs to API clients (``langgraph dev`` imports the
+    entry modules in ``graphs/``, which call this through :func:`~.registry.studio_graph`):
+    from then on every run of every graph in the process accepts only :data:`SERVED_KNOBS`
+    (:func:`served_options`), including graphs built later, such as the loops the adaptive
+    router builds on its first question, which inherit the client's ``configurable``."""
+    _SERVING.set()
+
+
+def serving_clients() -> bool:
+    """Whether :func:`serve_clients` was called in this process."""
+    return _SERVING.is_set()
+
+
+def served_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The run options a served graph accepts from ``options`` (a run's ``configurable`` and
+    context, our keys only): the knobs of :data:`SERVED_KNOBS`, as dotted ``overrides`` (the
+    profile as ``profile``); any other knob of ours is a ConfigError naming it and the allowed
+    ones."""
+    allowed = f"a run may set only {', '.join(SERVED_KNOBS)} (answer-shaping knobs)"
+    requested: dict[str, Any] = {k: v for k, v in options.items() if k != "overrides"}
+    extra = options.get("overrides") or {}
+    if not isinstance(extra, Mapping):
+        raise ConfigError(f"the run option 'overrides' must map knob names to values; {allowed}")
+    requested.update(extra)
+    dotted_of = {**SERVED_KNOBS, **{key: key for key in SERVED_KNOBS.values()}}
+    rejected = sorted(str(key) for key in requested if key not in dotted_of)
+    if rejected:
+        raise ConfigError(
+            f"this server does not accept the run option(s) {', '.join(rejected)}; {allowed}"
+        )
+    overrides = {dotted_of[key]: value for key, value in requested.items() if value is not None}
+    profile = overrides.pop(SERVED_KNOBS["profile"], None)
+    served: dict[str, Any] = {"overrides": overrides} if overrides else {}
+    if profile is not None:
+        served["profile"] = profile
+    return served
+
 
 def check_strategy(retrieval: str) -> str:
     """``retrieval`` if it names a retrieval strategy, else a ConfigError."""
@@ -276,18 +332,23 @@ class ResourceProvider:
         self._max = max_contexts
 
     @staticmethod
-    def options_of(config: RunnableConfig | None, context: Any = None) -> dict[str, Any]:
-        """Run options from the run context and ``configurable`` (which wins)."""
+    def options_of(
+        config: RunnableConfig | None, context: Any = None, *, served: bool = False
+    ) -> dict[str, Any]:
+        """Run options from the run context and ``configurable`` (which wins); ``served``:
+        only what :func:`served_options` allows (ConfigError for any other knob of ours)."""
+        keys = {*OPTION_KEYS, "overrides", *(SERVED_KNOBS if served else ())}
         options: dict[str, Any] = {}
         if isinstance(context, Mapping):
             options.update(context)
         elif context is not None and hasattr(context, "__dict__"):
             options.update({k: v for k, v in vars(context).items() if v is not None})
         configurable = (config or {}).get("configurable") or {}
-        for key in (*OPTION_KEYS, "overrides"):
+        for key in keys:
             if key in configurable and configurable[key] is not None:
                 options[key] = configurable[key]
-        return {k: v for k, v in options.items() if k in OPTION_KEYS or k == "overrides"}
+        options = {k: v for k, v in options.items() if k in keys and v is not None}
+        return served_options(options) if served else options
 
     def resolve(self, options: Mapping[str, Any] | None = None) -> AgentContext:
         """The context of a run with ``options`` on top of the graph's defaults."""
@@ -318,16 +379,21 @@ class ResourceProvider:
 
     def context(self, config: RunnableConfig | None, runtime: Any = None) -> AgentContext:
         """The context of the run a node is called in."""
-        return self.resolve(self.options_of(config, getattr(runtime, "context", None)))
+        context = getattr(runtime, "context", None)
+        return self.resolve(self.options_of(config, context, served=serving_clients()))
 
 
 __all__ = [
     "NAR_STRATEGIES",
     "RETRIEVAL_STRATEGIES",
+    "SERVED_KNOBS",
     "AgentContext",
     "MemoisedBatchHook",
     "ResourceProvider",
     "RetrievalResult",
     "check_strategy",
     "derive_components",
+    "serve_clients",
+    "served_options",
+    "serving_clients",
 ]

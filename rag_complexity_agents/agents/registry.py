@@ -18,7 +18,7 @@ from ..config import Config
 from ..errors import ConfigError
 from ..profiles import PROFILES
 from .baselines import build_cot, build_no_retrieval, build_single_step
-from .context import check_strategy
+from .context import check_strategy, serve_clients
 from .ircot import build_ircot
 from .react import build_react
 from .searchain import build_searchain
@@ -136,7 +136,10 @@ def build_preset(
 
 def studio_graph(name: str) -> Graph:
     """A preset graph with the default config (demo collection, packaged model, CPU profile;
-    ``RCA_*`` environment variables and ``rca.toml`` apply). Nothing loads until a run."""
+    ``RCA_*`` environment variables and ``rca.toml`` apply) for the LangGraph server: runs may
+    change only the answer-shaping knobs (:data:`~.context.SERVED_KNOBS`). Nothing loads until
+    a run."""
+    serve_clients()
     return build_preset(name, Config())
 
 

@@ -9,7 +9,14 @@ from typing import Annotated
 import typer
 
 from ..errors import ConfigError
-from .common import ConfigOption, DataOption, SetOption, build_config, fail_cleanly
+from .common import (
+    ConfigOption,
+    DataOption,
+    SetOption,
+    build_config,
+    fail_cleanly,
+    quiet_libraries,
+)
 
 adaptive_app = typer.Typer(
     help="Adaptive-RAG: auto-label questions (A/B/C), train the complexity classifier, predict.",
@@ -45,6 +52,8 @@ def adaptive_label(
         collection=collection,
         **{"adaptive.c_strategy": c_strategy, "eval.data_dir": str(data) if data else None},
     )
+    if quiet:
+        quiet_libraries()
     path, counts = collect_labels(
         cfg, datasets, out, limit=limit, offset=offset, runs_dir=runs_dir, progress=not quiet
     )

@@ -73,6 +73,7 @@ def ask(
     single_step`` without --retrieval/--mer is the plain single-step RAG of earlier versions.
     """
     from ..components import Components
+    from ..corpus.store import CorpusStore
     from ..text import validate_question
 
     if question == "-":
@@ -94,7 +95,10 @@ def ask(
         },
     )
     question = validate_question(question, max_chars=cfg.max_question_chars)
-    if loop == "single_step" and retrieval is None and mer is None:
+    plain = loop == "single_step" and retrieval is None and mer is None
+    if plain or (loop != "no_retrieval" and cfg.agents.retrieval != "none"):
+        CorpusStore.open(cfg.collection, cfg)  # a missing collection fails before any model loads
+    if plain:
         _ask_single_step(question, Components(cfg), as_json)
         return
     _ask_loop(question, cfg, loop, {"b": b, "c": c, "m": m, "l": l_}, stream, as_json)

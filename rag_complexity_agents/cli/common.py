@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from pydantic import ValidationError
 
-from ..config import Config, load_config
+from ..config import Config, load_config, validation_message
 from ..errors import ConfigError, RCAError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -29,17 +30,37 @@ DataOption = Annotated[
 
 
 def fail_cleanly(func: F) -> F:
-    """Turn our own errors into one red line and exit code 2 (no traceback)."""
+    """Turn our own errors and invalid settings into one red line and exit code 2 (no
+    traceback)."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except RCAError as exc:
-            typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        except (RCAError, ValidationError) as exc:
+            message = validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
+            typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
             raise typer.Exit(code=2) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def quiet_libraries() -> None:
+    """Silence the progress bars of the model libraries (``-q``): Hugging Face's "Loading
+    weights" and download bars. The variable covers libraries imported later, the calls
+    those already imported."""
+    import os
+    import sys
+
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
 
 
 def parse_set(pairs: list[str] | None) -> dict[str, Any]:

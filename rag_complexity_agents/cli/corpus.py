@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -9,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import ConfigError
-from .common import ConfigOption, SetOption, build_config, fail_cleanly
+from .common import ConfigOption, SetOption, build_config, fail_cleanly, quiet_libraries
 
 
 @fail_cleanly
@@ -46,8 +47,14 @@ def index(
             "graph.k": graph_k,
         },
     )
+    if quiet:
+        quiet_libraries()
+    # the path and its first file are checked before the embedding model loads
+    documents = iter_documents(source)
+    first = next(documents, None)
     store = CorpusStore.open_or_create(cfg.collection, cfg)
-    report = store.ingest(iter_documents(source), progress=not quiet)
+    batch = documents if first is None else itertools.chain([first], documents)
+    report = store.ingest(batch, progress=not quiet)
     typer.echo(
         f"collection {store.name!r}: {report.documents} documents → {report.chunks} chunks; "
         f"added {report.added}, already present {report.skipped}; {report.rows} chunks stored "

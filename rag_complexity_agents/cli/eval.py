@@ -8,7 +8,14 @@ from typing import Annotated
 import typer
 
 from ..errors import ConfigError
-from .common import ConfigOption, DataOption, SetOption, build_config, fail_cleanly
+from .common import (
+    ConfigOption,
+    DataOption,
+    SetOption,
+    build_config,
+    fail_cleanly,
+    quiet_libraries,
+)
 
 eval_app = typer.Typer(
     help="Evaluate strategies on QA datasets: run (resumable), report, corpus, list.",
@@ -78,6 +85,8 @@ def eval_run(
             "eval.data_dir": str(data) if data else None,
         },
     )
+    if quiet:
+        quiet_libraries()
     try:
         outcome = evaluate(
             cfg,
@@ -144,6 +153,8 @@ def eval_corpus(
     from ..corpus.store import CorpusStore
     from ..eval.datasets import build_pooled_corpus, default_data_dir, iter_records, resolve_dataset
 
+    if quiet:
+        quiet_libraries()
     cfg = build_config(config, set_, collection=collection)
     directory = data or cfg.eval.data_dir or default_data_dir()
     records = [r for name in datasets for r in iter_records(resolve_dataset(name, directory))]

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -26,6 +26,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from ..corpus.manifest import validate_collection_name
 from ..errors import ConfigError
 from .measurement import AdaptiveConfig, EvalConfig, GradeConfig, RRCPConfig
 from .sections import (
@@ -68,8 +69,15 @@ class Config(BaseSettings):
     grade: GradeConfig = Field(default_factory=GradeConfig, **NEUTRAL)
     adaptive: AdaptiveConfig = Field(default_factory=AdaptiveConfig)
     rrcp: RRCPConfig = Field(default_factory=RRCPConfig, **NEUTRAL)
-    collection: str = Field("demo", min_length=3, max_length=512)
+    collection: str = Field(
+        "demo", description="Collection to index into and retrieve from (a directory name)."
+    )
     max_question_chars: int = Field(4000, ge=16, **NEUTRAL)
+
+    @field_validator("collection")
+    @classmethod
+    def _collection_name(cls, name: str) -> str:
+        return validate_collection_name(name)
 
     @classmethod
     def settings_customise_sources(
@@ -109,8 +117,32 @@ class Config(BaseSettings):
             node[leaf] = value
         try:
             return Config.model_validate(data)
-        except ValueError as exc:
-            raise ConfigError(f"invalid config override: {exc}") from exc
+        except ValidationError as exc:
+            raise ConfigError(validation_message(exc)) from None
+
+
+def _config_from_sources() -> Config:
+    try:
+        return Config()
+    except ValidationError as exc:
+        raise ConfigError(validation_message(exc)) from None
+
+
+def validation_message(exc: ValidationError) -> str:
+    """A pydantic ValidationError as one line: every failing field (dotted), what it accepts
+    (pydantic's message, which lists a choice's values and a number's bounds) and what it got."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        field = ".".join(str(part) for part in error["loc"]) or "config"
+        message = " ".join(str(error["msg"]).removeprefix("Value error, ").split())
+        if error["type"] == "value_error":  # our own validators name the value they got
+            problems.append(f"{field}: {message}")
+            continue
+        got = error.get("input")
+        shown = repr(got) if not isinstance(got, dict | list) else type(got).__name__
+        shown = shown if len(shown) <= 60 else f"{shown[:57]}..."
+        problems.append(f"{field}: {message} (got {shown})")
+    return "invalid config: " + "; ".join(problems)
 
 
 def _section_model(model: type[BaseModel], name: str) -> type[BaseModel] | None:
@@ -150,7 +182,8 @@ def answer_neutral_keys(model: type[BaseModel] | None = None, prefix: str = "") 
 
 
 def load_config(path: str | Path | None = None, **overrides: Any) -> Config:
-    """Load the config from ``path`` (TOML), the environment and dotted ``overrides``."""
+    """Load the config from ``path`` (TOML), the environment and dotted ``overrides``; an
+    invalid value is a ConfigError with a one-line message."""
     if path is not None:
         path = Path(path)
         if not path.is_file():
@@ -158,14 +191,14 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> Config:
         previous = os.environ.get("RCA_CONFIG")
         os.environ["RCA_CONFIG"] = str(path)
         try:
-            cfg = Config()
+            cfg = _config_from_sources()
         finally:
             if previous is None:
                 os.environ.pop("RCA_CONFIG", None)
             else:
                 os.environ["RCA_CONFIG"] = previous
     else:
-        cfg = Config()
+        cfg = _config_from_sources()
     return cfg.with_overrides({k.replace("__", "."): v for k, v in overrides.items()})
 
 
@@ -190,4 +223,5 @@ __all__ = [
     "default_home",
     "is_set",
     "load_config",
+    "validation_message",
 ]

@@ -5,11 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import ModelNotAvailable
+from ...optional import LazyModule
 from .base import Probabilities, normalise, read_meta
 from .training import TorchThreads
+
+if TYPE_CHECKING:
+    import torch
+    import transformers
+else:  # only a prediction needs them, and they come with the [local] extra
+    torch = LazyModule("torch", "the fine-tuned complexity classifier")
+    transformers = LazyModule("transformers", "the fine-tuned complexity classifier")
 
 
 class FineTunedClassifier:
@@ -31,11 +39,11 @@ class FineTunedClassifier:
     def _load(self) -> None:
         if self._model is not None:
             return
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
         try:
-            self._tokenizer = AutoTokenizer.from_pretrained(str(self.directory))
-            model = AutoModelForSequenceClassification.from_pretrained(str(self.directory))
+            self._tokenizer = transformers.AutoTokenizer.from_pretrained(str(self.directory))
+            model = transformers.AutoModelForSequenceClassification.from_pretrained(
+                str(self.directory)
+            )
         except (OSError, ValueError) as exc:
             raise ModelNotAvailable(
                 f"cannot load the classifier in {self.directory}: {exc}; retrain it"
@@ -44,8 +52,6 @@ class FineTunedClassifier:
         self._model = model
 
     def predict_proba(self, questions: Sequence[str]) -> list[Probabilities]:
-        import torch
-
         if not questions:
             return []
         self._load()

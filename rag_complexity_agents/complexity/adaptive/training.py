@@ -14,11 +14,19 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import InputError, ModelNotAvailable
+from ...optional import LazyModule
 from .base import write_meta
 from .labels import LABELS
+
+if TYPE_CHECKING:
+    import torch
+    import transformers
+else:  # only training needs them, and they come with the [local] extra
+    torch = LazyModule("torch", "training the complexity classifier")
+    transformers = LazyModule("transformers", "training the complexity classifier")
 
 
 def _key(question: str) -> str:
@@ -105,14 +113,10 @@ class TorchThreads:
         self.before = 0
 
     def __enter__(self) -> None:
-        import torch
-
         self.before = torch.get_num_threads()
         torch.set_num_threads(self.n)
 
     def __exit__(self, *exc: object) -> None:
-        import torch
-
         torch.set_num_threads(self.before)
 
 
@@ -142,15 +146,12 @@ def train_classifier(
         raise InputError("epochs and batch_size must be >= 1 and max_length >= 8")
     source = resolve_backbone(backbone)
 
-    import torch
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
     started = time.perf_counter()
     label2id: dict[str, int] = {label: i for i, label in enumerate(LABELS)}
     with TorchThreads(threads):
         torch.manual_seed(seed)
-        tokenizer = AutoTokenizer.from_pretrained(str(source))
-        model = AutoModelForSequenceClassification.from_pretrained(
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(source))
+        model = transformers.AutoModelForSequenceClassification.from_pretrained(
             str(source),
             num_labels=len(LABELS),
             id2label=dict(enumerate(LABELS)),
