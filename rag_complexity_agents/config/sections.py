@@ -191,7 +191,7 @@ class NARConfig(NARParams):
 
 class ASUConfig(BaseModel):
     """Answer Semantic Uncertainty (SUNAR §3.2): per NAR batch, sample m answers, cluster
-    them, divide the batch's scores by the number of clusters s (sign-safely)."""
+    them, divide the batch's normalised scores by the number of clusters s (scale-free)."""
 
     enabled: bool = Field(
         False, description="Re-score NAR batches by answer uncertainty (costs m LLM samples each)."
@@ -212,10 +212,12 @@ class ASUConfig(BaseModel):
         description="Each batch passage is cut to this many characters in the prompt (the cpu "
         "profile's default: 300).",
     )
-    rescore: Literal["log", "multiplicative"] = Field(
-        "log",
-        description="Sign-safe 1/s: 'log' divides exp(score) by s (score - ln s); "
-        "'multiplicative' divides positive scores by s and multiplies negative ones by s.",
+    rescore: Literal["batch", "multiplicative"] = Field(
+        "batch",
+        description="Scale-free 1/s: 'batch' divides the batch's min-max normalised scores by s "
+        "(lo + (score - lo) / s, lo = the batch's lowest score: the same ranking for any "
+        "scorer scale); 'multiplicative' divides positive scores by s and multiplies negative "
+        "ones by s.",
     )
 
 
