@@ -12,17 +12,17 @@ against retrieved evidence.
 
 ``plan`` asks the model for the rest of the chain after the nodes checked so far. Each
 proposed node is then verified in order: retrieval for its query, a short answer from the
-evidence, and a comparison with the chain's answer (the equivalence of ``models.equivalence``
-or a whole-token-run match). A consistent node is ``verified``; a contradicted one is ``corrected`` with
-the evidence's answer and an ``[Unsolved Query]`` node is ``filled`` — both drop the nodes
+evidence, and a comparison with the chain's answer (a whole-token-run match or the equivalence
+of ``models.equivalence``). A consistent node is ``verified``; a contradicted one is
+``corrected`` with the evidence's answer and an ``[Unsolved Query]`` node is ``filled`` — both drop the nodes
 after it and send the chain back to ``plan``. Bounds: ``agents.max_steps`` verified nodes and
 ``agents.max_steps + 1`` planning rounds.
 """
 
 from __future__ import annotations
 
-from ..models.calls import ChatReply
 from ..eval.metrics import cover_em
+from ..models.calls import ChatReply
 from ..text import normalize_answer
 from .answer import UNKNOWN_ANSWER, answer_from_evidence
 from .context import AgentContext
