@@ -14,9 +14,9 @@ against retrieved evidence.
 proposed node is then verified in order: retrieval for its query, a short answer from the
 evidence, and a comparison with the chain's answer (a whole-token-run match or the equivalence
 of ``models.equivalence``). A consistent node is ``verified``; a contradicted one is
-``corrected`` with the evidence's answer and an ``[Unsolved Query]`` node is ``filled`` — both drop the nodes
-after it and send the chain back to ``plan``. Bounds: ``agents.max_steps`` verified nodes and
-``agents.max_steps + 1`` planning rounds.
+``corrected`` with the evidence's answer and an ``[Unsolved Query]`` node is ``filled`` — both
+drop the nodes after it and send the chain back to ``plan``. Bounds: ``agents.max_steps``
+verified nodes and ``agents.max_steps + 1`` planning rounds.
 """
 
 from __future__ import annotations
