@@ -11,6 +11,10 @@ passages cut to 300 characters). Rows per scorer:
 * ``sunar (score - ln s)``: the same samples with the rule the library used before, a fixed
   shift of ln s in the scorer's units (for reference: it depends on the scorer's scale).
 
+Sub-questions use the ``union`` pool (their own list and the original question's), original
+questions their own list. ``ASU batches`` counts the batches re-scored (memoised samples
+included), ``s/query`` the wall time per query.
+
 Samples are memoised per prompt, so the SUNAR variants share the LLM's answers wherever they
 score the same batch. Recall is measured at 5 and 10 on the paragraphs' ids; Δ is the paired
 difference against ``nar`` with a bootstrap 95% interval.
@@ -147,7 +151,7 @@ def run_asu(
         "queries": f"musique/{args.asu_queries}",
         "n_queries": len(queries),
         "model": args.asu_model,
-        "pool": "union",
+        "pool": "union" if args.asu_queries == "subquestions" else "own",
         "b": args.asu_b,
         "c": args.asu_c,
         "first_stage_k": args.asu_first_stage_k,
