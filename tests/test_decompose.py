@@ -83,6 +83,9 @@ def test_hops_carry_the_bridge_and_the_earlier_evidence(parts: Components) -> No
     assert "Question: Where was he born? (Hayao Miyazaki)" in answers[1]
     # each sub-question is answered from the top-l (mer.l = 3 here), not answer.passages
     assert [h.count("\n[") for h in answers] == [3, 3]
+    # the second hop's NAR pool holds the first hop's documents
+    pools = [s["retrieval"]["rounds"][0]["retriever"]["initial"] for s in steps]
+    assert "carried" not in pools[0] and pools[1]["carried"] >= 3
     assert result.answer == "Japan"
 
 
