@@ -117,15 +117,15 @@ def test_a_first_hop_answer_does_not_end_the_loop(parts: Components) -> None:
         ],
         answer=["Hayao Miyazaki", "Japan"],
     )
-    result, chat = run(parts, "self_ask", script, agents={"mer": False})
+    result, chat = run(parts, "self_ask", script, agents={"mer": False, "stop": "evidence"})
     steps = result.trace["steps"]
     assert [s["kind"] for s in steps] == ["follow_up", "lookup"]
     assert steps[1]["sub_question"] == Q
     assert "Question: " + Q + " (Hayao Miyazaki)" in humans(chat, "answer")[1]
     assert result.answer == "Japan"
-    # the model's first final answer ends the loop with agents.stop = "model"
+    # the model's first final answer ends the loop with agents.stop = "model" (the default)
     script.used.clear()
-    first, _ = run(parts, "self_ask", script, agents={"mer": False, "stop": "model"})
+    first, _ = run(parts, "self_ask", script, agents={"mer": False})
     assert first.answer == "Hayao Miyazaki" and len(first.trace["steps"]) == 1
 
 
@@ -134,10 +134,11 @@ def test_unsupported_answers_are_looked_up_then_abstained(parts: Components) -> 
         self_ask=["Follow up: Who directed Spirited Away?", "So the final answer is: Atlantis"],
         answer=["Hayao Miyazaki", "Atlantis"],
     )
-    result, _ = run(parts, "self_ask", script, agents={"mer": False, "abstain": True})
+    evidence = {"mer": False, "stop": "evidence"}
+    result, _ = run(parts, "self_ask", script, agents={**evidence, "abstain": True})
     steps = result.trace["steps"]
     assert steps[-1]["kind"] == "lookup"  # looked the question up before giving up
     assert result.answer == "not found"
     script.used.clear()
-    kept, _ = run(parts, "self_ask", script, agents={"mer": False})
+    kept, _ = run(parts, "self_ask", script, agents=evidence)
     assert kept.answer == "Atlantis"  # without abstain the loop's answer stays

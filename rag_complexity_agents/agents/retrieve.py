@@ -3,7 +3,9 @@
 ``retrieve`` runs the run's retrieval strategy (:mod:`.context`) for ``pending_query`` and
 records the round. With ``agents.hop_pool`` a NAR strategy's pool R also holds the documents
 accepted for the earlier steps (:func:`carried_ids`), so each hop re-ranks its own fresh
-first-stage list, the question's and the earlier hops' evidence together. **ASU edges** (``sunar`` only): a batch is *uncertain* when its s > 1 and
+first-stage list, the question's and the earlier hops' evidence together.
+
+**ASU edges** (``sunar`` only): a batch is *uncertain* when its s > 1 and
 s ≥ ``agents.uncertain_fraction`` · m. If every batch was uncertain the evidence found so far
 probably lacks the answer, so the graph goes to ``explore`` (run NAR again with the budget c
 raised by ``agents.explore_budget``; the ASU results of batches already seen are reused)

@@ -315,12 +315,13 @@ class AgentsConfig(BaseModel):
         "answer (the bridge entity) is retrieved for and answered with it added.",
     )
     stop: Literal["model", "evidence"] = Field(
-        "evidence",
+        "model",
         description="Self-Ask: when a final answer ends the loop. 'model': the first one the "
         "model writes; 'evidence': only one the evidence supports (it occurs in a passage the "
         "steps were answered from) and that is more than the first sub-question's answer; "
         "otherwise, while steps remain, the loop looks up the question itself with the bridge "
-        "entity added.",
+        "entity added (not the default: on the dev sample it did not beat 'model' with the "
+        "0.5B model, benchmarks/results/decomposition_dev.md).",
     )
     abstain: bool = Field(
         False,
