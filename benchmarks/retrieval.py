@@ -749,8 +749,8 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         "(the ceiling for rerank-only); *new docs* = documents scored by NAR that were not in R.",
         "",
     ]
-    if result.get("asu"):
-        lines += render_asu(result["asu"])
+    for section in (result.get("asu") or {}).values():
+        lines += render_asu(section)
     return "\n".join(lines)
 
 
@@ -808,7 +808,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     if args.asu:
         result = json.loads((out / "retrieval.json").read_text(encoding="utf-8"))
-        result["asu"] = asu_rows(args)
+        result.setdefault("asu", {})[f"musique/{args.asu_queries}"] = asu_rows(args)
     else:
         result = run(args)
     out.mkdir(parents=True, exist_ok=True)
