@@ -49,6 +49,8 @@ from typing import Any
 
 import numpy as np
 from _common import ANALYSIS_END, ANALYSIS_START, REPO, read_analysis
+from retrieval_asu import add_arguments as add_asu_arguments
+from retrieval_asu import render_asu, run_asu
 
 from rag_complexity_agents.config import Config, default_home
 from rag_complexity_agents.corpus.documents import SourceDocument
@@ -481,6 +483,34 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return summarise(cells, corpus, store, graph, args, time.time() - started)
 
 
+def asu_rows(args: argparse.Namespace) -> dict[str, Any]:
+    """The ASU rows (:mod:`retrieval_asu`) on the pooled collection of this benchmark."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    corpus = load_corpus(Path(args.data), args.limit)
+    ranking_of = paragraph_ranking
+    if args.asu_collection:
+        # another pooled collection (e.g. end_to_end.py's): its chunks are mapped to this
+        # benchmark's paragraph ids by their indexed text (title + newline + text)
+        config = Config(
+            corpus={"home": args.cache, "chunk_size": 4096, "chunk_overlap": 0},
+            graph={"k": args.asu_graph_k},
+        )
+        store = CorpusStore.open(args.asu_collection, config)
+        ids = {" ".join(d.text.split()): d.id for d in corpus.documents}
+
+        def ranking_of(docs: Iterable[ScoredDoc]) -> list[str]:
+            found = (ids.get(" ".join(d.chunk.text.split()), d.id) for d in docs)
+            return list(dict.fromkeys(found))
+
+    else:
+        store = build_collection(corpus, Path(args.cache), args.graph_k)
+    scorers = load_scorers(args.scorers, store, args.cross_encoder)
+    first_stage = MemoFirstStage(store)
+    return run_asu(args, corpus, store, first_stage, scorers, ranking_of, bootstrap)
+
+
 def _round(value: float, digits: int = 4) -> float | None:
     return round(float(value), digits) if math.isfinite(value) else None
 
@@ -761,6 +791,8 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         "(the ceiling for rerank-only); *new docs* = documents scored by NAR that were not in R.",
         "",
     ]
+    for section in (result.get("asu") or {}).values():
+        lines += render_asu(section)
     return "\n".join(lines)
 
 
@@ -813,6 +845,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--threads", type=int, default=1, help="torch threads (1 is fastest on a shared machine)"
     )
+    add_asu_arguments(parser)
     args = parser.parse_args(argv)
     args.argv = list(argv)
     return args
@@ -821,8 +854,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
-    result = run(args)
     out = Path(args.out)
+    if args.asu:
+        result = json.loads((out / "retrieval.json").read_text(encoding="utf-8"))
+        result.setdefault("asu", {})[f"musique/{args.asu_queries}"] = asu_rows(args)
+    else:
+        result = run(args)
     out.mkdir(parents=True, exist_ok=True)
     (out / "retrieval.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     md_path = out / "retrieval.md"

@@ -41,7 +41,9 @@ KNOBS: dict[str, str] = {
     "max_steps": "agents.max_steps",
 }
 """Keyword argument → config key of the paper's knobs: NAR batch size b and budget c, the k
-passages each (sub-)question is answered from, ASU samples m, MER evidences l, loop steps."""
+passages a question answered in one step is given (single-step RAG), ASU samples m, the
+paper's top-l (MER's evidences and, unless ``answer.sub_passages`` is set, the passages each
+sub-question is answered from), loop steps."""
 
 
 def _overrides(collection: str | None, knobs: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,9 @@ CPU_PROFILE: dict[str, Any] = {
     "answer.passage_chars": 400,
 }
 """The ``cpu`` profile: defaults for the paper-sized knobs. A SUNAR run with b = 16, c = 100
-and m = 10 samples 70 answers per sub-question, minutes on two cores. llama.cpp runs on one
+and m = 10 samples 70 answers per sub-question, minutes on two cores. The paper's l is one
+knob, ``mer.l``: MER's evidences and, while ``answer.sub_passages`` is unset, the passages each
+sub-question is answered from (paper profile: 10, this profile: 4). llama.cpp runs on one
 thread: on a CPU shared with other work, all-core llama.cpp was measured 5–7× slower than one
 thread (a 625-token prompt: 95 s vs 17 s on two busy cores)."""
 

@@ -148,7 +148,7 @@ def test_garbage_answers_give_s_equal_m_without_crashing() -> None:
     feedback = asu("Who?", batch, 0)
     assert feedback.info["s"] == 7 and asu.last is not None and asu.last.s == 7
     assert feedback.info["semantic_entropy"] == pytest.approx(math.log(7))
-    assert np.allclose(feedback.scores, [0.5 - math.log(7), -0.5 - math.log(7)])
+    assert np.allclose(feedback.scores, [-0.5 + 1.0 / 7, -0.5])
     # a backend that returns too few replies or non-strings: missing ones count as garbage
     short = AnswerSemanticUncertainty(
         LexicalEquivalence(), sampler=lambda msgs, m: ["Paris", None], m=4
@@ -172,19 +172,42 @@ def test_extract_short_answer() -> None:
 
 def test_sign_safe_rescoring() -> None:
     scores = np.array([2.0, 0.5, 0.0, -0.5, -3.0])
-    for mode in ("log", "multiplicative"):
+    for mode in ("batch", "multiplicative"):
         assert np.array_equal(rescore(scores, 1, mode), scores)  # s = 1: unchanged
         for s in (2, 5):
             out = rescore(scores, s, mode)
             assert np.all(out <= scores)  # never raised, whatever the sign
             assert np.all(np.diff(out) < 0)  # order within the batch kept
             assert np.all(rescore(scores, s + 1, mode) <= out)  # more clusters, lower score
-    assert np.allclose(rescore(scores, 4, "log"), scores - math.log(4))
+    # batch: 1/s on the min-max normalised scores (lo = -3), mapped back
+    assert np.allclose(rescore(scores, 4, "batch"), [-1.75, -2.125, -2.25, -2.375, -3.0])
     assert np.allclose(rescore(scores, 4, "multiplicative"), [0.5, 0.125, 0.0, -2.0, -12.0])
+    assert np.array_equal(rescore([0.7], 3), [0.7])  # one document: no scale, unchanged
+    assert rescore([], 3).shape == (0,)
     # the paper's plain division would move a negative score up: the reason for all this
     assert -3.0 / 4 > -3.0
     with pytest.raises(ValueError):
         rescore(scores, 0)
+
+
+def test_asu_penalty_is_scale_free() -> None:
+    """The same batches and clusters give the same final order for cosines (0.3-0.8) as for
+    the same scores on SPLADE's scale (x 40) or shifted (logits): the penalty does not depend
+    on the scorer's unit. (``score - ln s`` put every s = 2 cosine below every s = 1 one,
+    and changed nothing on the SPLADE scale.)"""
+    batches = [([0.80, 0.62], 2), ([0.75, 0.70], 1), ([0.66, 0.35], 3)]
+
+    def order(scale: float, shift: float) -> list[int]:
+        final: list[float] = []
+        for scores, s in batches:
+            final.extend(rescore([scale * x + shift for x in scores], s).tolist())
+        return sorted(range(len(final)), key=lambda i: -final[i])
+
+    cosine = order(1.0, 0.0)
+    assert order(40.0, 0.0) == cosine and order(3.0, -2.5) == cosine
+    # the best document of an uncertain batch falls towards its batch's weakest one: below
+    # the certain batch's best document, never below its own batch's weakest
+    assert cosine == [2, 0, 3, 1, 4, 5]
 
 
 def test_asu_as_a_nar_hook_penalises_uncertain_batches() -> None:
@@ -196,17 +219,24 @@ def test_asu_as_a_nar_hook_penalises_uncertain_batches() -> None:
         return [f"City {i}" for i in range(m)]
 
     asu = AnswerSemanticUncertainty(LexicalEquivalence(), sampler=sampler, m=4)
-    initial = [doc("x", 0.9, "bad passage"), doc("y", 0.85, "good passage")]
+    initial = [
+        doc("x", 0.9, "bad passage"),
+        doc("w", 0.8, "bad passage"),
+        doc("y", 0.85, "good passage"),
+        doc("v", 0.7, "good passage"),
+    ]
+    raw = {"x": 0.9, "w": 0.6, "y": 0.8, "v": 0.5}
     result = neighbourhood_aware_rerank(
         "Where?",
         initial,
-        score=lambda q, chunks: np.array([0.9 if c.id == "x" else 0.8 for c in chunks]),
+        score=lambda q, chunks: np.array([raw[c.id] for c in chunks]),
         neighbours=lambda i, n: [],
         chunk_of=lambda i: Chunk(i, i),
-        params=NARParams(b=1, c=2),
+        params=NARParams(b=2, c=4),
         hook=asu,
     )
-    assert [d.id for d in result.docs] == ["y", "x"]  # x had the higher score but s = 4
+    # x had the highest score but its batch gave s = 4: 0.6 + 0.3 / 4 = 0.675 < 0.8
+    assert [d.id for d in result.docs] == ["y", "x", "w", "v"]
     assert [b.hook["s"] for b in result.trace.batches] == [4, 1]
     assert json.dumps(result.trace.to_dict())
 

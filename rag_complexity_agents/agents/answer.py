@@ -7,32 +7,80 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..eval.metrics import cover_em
 from ..models.calls import ChatReply
 from ..models.structured import record_format_failure
+from ..text import normalize_answer
 from . import no_retrieval
 from .abstain import unsupported_exemplar
 from .context import NAR_STRATEGIES, AgentContext
 from .prompts import single_step as single_step_prompt
 from .single_step import extract_short_answer
-from .state import AgentState, doc_from_record, doc_record, merge_steps, without_text
+from .state import (
+    AgentState,
+    DocRecord,
+    doc_from_record,
+    doc_record,
+    merge_steps,
+    without_text,
+)
 from .steps import Update, copied_exemplar, costs, reasoning_path, step_docs, steps_of, sub_question
 from .structured import ShortAnswer, ask_step
 
 UNKNOWN_ANSWER = "unknown"
+NOT_FOUND = "not found"
+"""The answer of a loop that abstains (``agents.abstain``): the evidence supports nothing."""
+YES_NO = frozenset({"yes", "no"})
 MER_SHORT_WORDS = 8
 _CLOSING_CLAUSE = re.compile(
     r".*\b(?:is|was|are|were)\s+([^,;:]+?)\s*[.!]?\s*$", re.IGNORECASE | re.DOTALL
 )
 
 
+def _step_query(state: AgentState, step: int) -> str:
+    """The query ``step`` retrieved and is answered for when it differs from its sub-question
+    (e.g. with the bridge entity added); '' otherwise."""
+    return next((s.get("query", "") for s in steps_of(state) if s.get("index") == step), "")
+
+
+def shown_docs(ctx: AgentContext, state: AgentState, step: int) -> list[DocRecord]:
+    """The passages the step's question is answered from: a sub-question's top-l
+    (:attr:`AgentContext.sub_passages`, the paper's l); the question itself (single-step, or
+    a loop that looks up the whole question) gets the top-k (``answer.passages``)."""
+    whole = sub_question(state, step).strip() == state["question"].strip()
+    top = ctx.config.answer.passages if whole else ctx.sub_passages
+    return step_docs(state, step)[:top]
+
+
+def supported(answer: str, state: AgentState, ctx: AgentContext) -> bool:
+    """Whether the evidence supports ``answer``: it occurs as a whole run of tokens in the
+    title or text of a passage some step was answered from (:func:`shown_docs`). A yes/no
+    answer cannot be found in a passage and counts as supported; an empty one does not."""
+    norm = normalize_answer(answer)
+    if not norm:
+        return False
+    if norm in YES_NO:
+        return True
+    for step in steps_of(state):
+        for doc in shown_docs(ctx, state, int(step.get("index", 0))):
+            if cover_em(f"{doc.get('title') or ''} {doc.get('text') or ''}", answer):
+                return True
+    return False
+
+
 def answer_from_evidence(
     ctx: AgentContext, state: AgentState, step: int
 ) -> tuple[ChatReply, str, Update]:
     """(reply, short answer, state update with the calls' costs) for the sub-question of
-    ``step`` from its top passages: the single-step prompt, or the no-retrieval prompt without
+    ``step`` (its ``query`` when it has one, e.g. with the bridge entity added) from the
+    passages of :func:`shown_docs`: the single-step prompt, or the no-retrieval prompt without
     evidence; a :class:`~.structured.ShortAnswer` when the model gives structured output."""
-    sub = sub_question(state, step) or state.get("pending_query", state["question"])
-    docs = [doc_from_record(d) for d in step_docs(state, step)[: ctx.config.answer.passages]]
+    sub = (
+        _step_query(state, step)
+        or sub_question(state, step)
+        or state.get("pending_query", state["question"])
+    )
+    docs = [doc_from_record(d) for d in shown_docs(ctx, state, step)]
     if docs:
         messages = [
             ("system", single_step_prompt.SYSTEM),
@@ -163,11 +211,15 @@ def chosen_answer(state: Mapping[str, Any]) -> tuple[str, str]:
 
 __all__ = [
     "MER_SHORT_WORDS",
+    "NOT_FOUND",
     "UNKNOWN_ANSWER",
+    "YES_NO",
     "answer_from_evidence",
     "answer_sub",
     "chosen_answer",
     "final_answer",
     "mer_node",
     "shorten_answer",
+    "shown_docs",
+    "supported",
 ]

@@ -251,9 +251,16 @@ class AgentContext:
             return self._structured
 
     @property
+    def sub_passages(self) -> int:
+        """l: passages each sub-question is answered from (``answer.sub_passages``, else
+        ``mer.l``: the paper's top-l)."""
+        return self.config.answer.sub_passages or self.config.mer.l
+
+    @property
     def keep_k(self) -> int:
-        """Documents kept per retrieval: what the answer prompt and MER need."""
-        return max(self.config.answer.passages, self.config.mer.l if self.mer else 1)
+        """Documents kept per retrieval: what the answer prompts and MER need."""
+        mer_l = self.config.mer.l if self.mer else 1
+        return max(self.config.answer.passages, self.sub_passages, mer_l)
 
     @property
     def keep_chars(self) -> int:
@@ -289,10 +296,16 @@ class AgentContext:
             return self._retrievers[key], self._locks[key]
 
     def retrieve(
-        self, query: str, original: str | None, *, extra_budget: int = 0
+        self,
+        query: str,
+        original: str | None,
+        *,
+        extra_budget: int = 0,
+        carried: Sequence[str] = (),
     ) -> RetrievalResult:
         """Run the context's retrieval strategy for ``query`` (a sub-question of
-        ``original``); ``extra_budget`` raises NAR's c (exploration)."""
+        ``original``); ``extra_budget`` raises NAR's c (exploration); NAR strategies add the
+        ``carried`` documents (earlier hops' evidence) to the pool."""
         strategy = self.strategy
         k = self.keep_k
         if strategy == "none":
@@ -304,7 +317,7 @@ class AgentContext:
         retriever, lock = self.retriever(strategy, self.budget(extra_budget))
         with lock:
             before = self._asu.misses if self._asu is not None else 0
-            docs = retriever.retrieve(query, k, original_query=original)
+            docs = retriever.retrieve(query, k, original_query=original, carried=carried)
             trace = dict(retriever.trace)
             prompts = (self._asu.misses - before) if self._asu is not None else 0
         trace["retriever"] = strategy

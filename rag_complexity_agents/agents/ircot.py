@@ -30,11 +30,15 @@ EXAMPLE_ANSWERS = prompt.exemplar_answers()
 
 
 def update_pool(pool: list[DocRecord], new: list[DocRecord], cap: int) -> list[DocRecord]:
-    """Keep at most ``cap`` passages: the newest retrieval's best ones first in line for a
-    place (up to half the pool), the earlier ones after them, oldest dropped first."""
+    """Keep at most ``cap`` passages, oldest first in the list: the newest retrieval's best
+    passages not shown yet take at least half the places (at least one) and every place the
+    earlier passages leave free (so step 0 fills the pool); the earlier passages keep the
+    remaining places, newest first, so the oldest are dropped first."""
     known = {d.get("id") for d in pool}
-    fresh = [d for d in new if d.get("id") not in known][: max(1, cap // 2)]
-    keep = pool[: max(0, cap - len(fresh))]
+    unseen = [d for d in new if d.get("id") not in known]
+    fresh = unseen[: max(max(1, cap // 2), cap - len(pool))]
+    room = max(0, cap - len(fresh))
+    keep = pool[len(pool) - room :] if room else []
     return [*keep, *fresh][:cap]
 
 

@@ -1,7 +1,11 @@
 """The pluggable retrieval node and its ASU edges.
 
 ``retrieve`` runs the run's retrieval strategy (:mod:`.context`) for ``pending_query`` and
-records the round. **ASU edges** (``sunar`` only): a batch is *uncertain* when its s > 1 and
+records the round. With ``agents.hop_pool`` a NAR strategy's pool R also holds the documents
+accepted for the earlier steps (:func:`carried_ids`), so each hop re-ranks its own fresh
+first-stage list, the question's and the earlier hops' evidence together.
+
+**ASU edges** (``sunar`` only): a batch is *uncertain* when its s > 1 and
 s ≥ ``agents.uncertain_fraction`` · m. If every batch was uncertain the evidence found so far
 probably lacks the answer, so the graph goes to ``explore`` (run NAR again with the budget c
 raised by ``agents.explore_budget``; the ASU results of batches already seen are reused)
@@ -17,13 +21,17 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ..eval.metrics import cover_em
 from ..models.calls import call_chat
-from ..text import STOPWORDS
+from ..text import STOPWORDS, normalize_answer
 from .context import NAR_STRATEGIES, AgentContext
 from .parsers import clean_query
 from .prompts import requery as requery_prompt
 from .state import AgentState, BatchRecord, RetrievalRecord, doc_record, plain
-from .steps import Update, costs, same_query, sub_question
+from .steps import Update, costs, same_query, step_docs, sub_question
+
+UNANSWERED = frozenset({"unknown", "not found", "none", "n a"})
+"""Normalised answers that name nothing (no bridge entity to carry)."""
 
 
 def _batches(trace: Mapping[str, Any], m: int, fraction: float) -> list[BatchRecord]:
@@ -54,15 +62,37 @@ def _nar_summary(trace: Mapping[str, Any]) -> dict[str, Any]:
     return plain({**keep, **({"nar": nar} if nar else {})})
 
 
+def carried_ids(state: AgentState, step: int) -> list[str]:
+    """Ids of the documents the loop accepted for the steps before ``step``: the latest
+    hop's best first (the pool a hop shares with the earlier hops, ``agents.hop_pool``)."""
+    ids: list[str] = []
+    for earlier in sorted({int(r.get("step", 0)) for r in state.get("retrievals") or []}):
+        if earlier < step:
+            ids[:0] = [str(d.get("id")) for d in step_docs(state, earlier) if d.get("id")]
+    return list(dict.fromkeys(ids))
+
+
+def bridge_query(query: str, previous_answer: str) -> str:
+    """``query`` with the previous hop's answer (the bridge entity) added when the query does
+    not already mention it as a whole run of tokens; ``query`` for an empty or unknown
+    answer."""
+    norm = normalize_answer(previous_answer)
+    if not norm or norm in UNANSWERED or cover_em(query, previous_answer):
+        return query
+    return f"{query} ({previous_answer.strip()})"
+
+
 def retrieve(state: AgentState, ctx: AgentContext) -> Update:
-    """The retrieval node: runs the run's strategy for ``pending_query``."""
+    """The retrieval node: runs the run's strategy for ``pending_query`` (with the earlier
+    hops' documents in NAR's pool when ``agents.hop_pool``)."""
     query = state.get("pending_query") or state["question"]
     step = int(state.get("pending_step", 0))
     previous = [r for r in state.get("retrievals") or [] if r.get("step") == step]
     reason = state.get("retrieval_reason") or "initial"
     tick = time.perf_counter()
     extra = int(state.get("extra_budget", 0))
-    result = ctx.retrieve(query, state["question"], extra_budget=extra)
+    carried = carried_ids(state, step) if ctx.agents.hop_pool else []
+    result = ctx.retrieve(query, state["question"], extra_budget=extra, carried=carried)
     batches = _batches(result.trace, ctx.config.asu.m, ctx.agents.uncertain_fraction)
     asu = [b for b in batches if b.get("s") is not None]
     nar = (result.trace.get("nar") or {}) if isinstance(result.trace, dict) else {}
@@ -156,4 +186,13 @@ def requery(state: AgentState, ctx: AgentContext) -> Update:
     return update
 
 
-__all__ = ["after_retrieve", "expand_query", "explore", "requery", "retrieve"]
+__all__ = [
+    "UNANSWERED",
+    "after_retrieve",
+    "bridge_query",
+    "carried_ids",
+    "expand_query",
+    "explore",
+    "requery",
+    "retrieve",
+]

@@ -12,15 +12,16 @@ against retrieved evidence.
 
 ``plan`` asks the model for the rest of the chain after the nodes checked so far. Each
 proposed node is then verified in order: retrieval for its query, a short answer from the
-evidence, and a comparison with the chain's answer (the equivalence of ``models.equivalence``
-or containment). A consistent node is ``verified``; a contradicted one is ``corrected`` with
-the evidence's answer and an ``[Unsolved Query]`` node is ``filled`` — both drop the nodes
-after it and send the chain back to ``plan``. Bounds: ``agents.max_steps`` verified nodes and
-``agents.max_steps + 1`` planning rounds.
+evidence, and a comparison with the chain's answer (a whole-token-run match or the equivalence
+of ``models.equivalence``). A consistent node is ``verified``; a contradicted one is
+``corrected`` with the evidence's answer and an ``[Unsolved Query]`` node is ``filled`` — both
+drop the nodes after it and send the chain back to ``plan``. Bounds: ``agents.max_steps``
+verified nodes and ``agents.max_steps + 1`` planning rounds.
 """
 
 from __future__ import annotations
 
+from ..eval.metrics import cover_em
 from ..models.calls import ChatReply
 from ..text import normalize_answer
 from .answer import UNKNOWN_ANSWER, answer_from_evidence
@@ -45,11 +46,12 @@ def _pairs(nodes: list[ChainNodeState]) -> list[tuple[str, str]]:
 
 
 def consistent(ctx: AgentContext, claimed: str, found: str, query: str) -> bool:
-    """Whether the chain's answer agrees with the evidence's (containment or equivalence)."""
-    a, b = normalize_answer(claimed), normalize_answer(found)
-    if not a or not b:
+    """Whether the chain's answer agrees with the evidence's: one normalised answer is a whole
+    run of the other's tokens (cover-EM's match, so "no" is not found in "Norway"), or the
+    run's equivalence says they mean the same."""
+    if not normalize_answer(claimed) or not normalize_answer(found):
         return False
-    if a in b or b in a:
+    if cover_em(claimed, found) or cover_em(found, claimed):
         return True
     return bool(ctx.parts.equivalence.equivalent(claimed, found, question=query))
 

@@ -11,22 +11,38 @@
 
 ``decompose`` asks the chat model for the next line. A follow-up question goes to the
 retrieval node and ``answer_sub`` answers it from the accepted evidence (the intermediate
-answer). The loop ends on a final answer, after ``agents.max_steps`` follow-ups, on a repeated
-follow-up, or after ``agents.max_format_errors`` replies that break the format (the first
-one is retried with a format reminder; with no follow-up yet, the question itself becomes
-the only follow-up). ``conclude`` makes sure there is an answer: the loop's, else a forced
-final line, else the last intermediate answer.
+answer). The loop ends on an accepted final answer, after ``agents.max_steps`` follow-ups, on
+a repeated follow-up, or after ``agents.max_format_errors`` replies that break the format (the
+first one is retried with a format reminder; with no follow-up yet, the question itself
+becomes the only follow-up). ``conclude`` makes sure there is an answer: the loop's, else a
+forced final line, else the last intermediate answer.
+
+**Hops.** With ``agents.bridge`` a follow-up that does not mention the previous intermediate
+answer (the bridge entity) is retrieved for and answered with it added; with
+``agents.hop_pool`` (NAR strategies) each hop re-ranks its own fresh search together with the
+earlier hops' documents; each sub-question is answered from its top-l passages.
+
+**Stopping** (``agents.stop``). ``model``: the model's first final answer ends the loop.
+``evidence``: a final answer is accepted only when a passage the steps were answered from
+contains it (:func:`~.answer.supported`) and it is more than the answer of a single
+sub-question that is not the question itself (a multi-hop question's first hop finds the
+bridge entity, not the answer). Otherwise, while steps remain and the question was not looked
+up yet, the loop looks up the question itself with the last intermediate answer added (a
+``lookup`` step) and asks again. With ``agents.abstain`` a final answer the evidence does not
+support becomes "not found".
 """
 
 from __future__ import annotations
 
+from ..eval.metrics import cover_em
 from ..models.calls import ChatReply
-from .answer import answer_sub
+from .answer import NOT_FOUND, answer_sub, supported
 from .context import AgentContext
 from .parsers import SelfAskParse, clean_answer, clean_query, parse_self_ask
 from .prompts import self_ask as prompt
+from .retrieve import bridge_query
 from .state import AgentState
-from .steps import Update, ask, copied_exemplar, same_query, steps_of
+from .steps import Update, ask, copied_exemplar, same_query, step_limit, steps_of
 from .structured import SelfAskMove, ShortAnswer
 from .wiring import Loop, LoopBuilder, Think, has_answer
 
@@ -47,6 +63,54 @@ def _next_line(state: AgentState, ctx: AgentContext) -> list[tuple[str, str]]:
     )
 
 
+def not_done(answer: str, state: AgentState, ctx: AgentContext) -> str | None:
+    """Why the evidence does not let ``answer`` end the loop (``agents.stop = "evidence"``):
+    ``"unsupported"`` (no passage the steps were answered from contains it),
+    ``"first_hop_only"`` (it is the answer of the only sub-question, which is not the question
+    itself); None when it may end the loop, and always without retrieval (no evidence)."""
+    if ctx.strategy == "none":
+        return None
+    if not supported(answer, state, ctx):
+        return "unsupported"
+    steps = steps_of(state)
+    if len(steps) == 1 and steps[0].get("kind") == "follow_up":
+        first = str(steps[0].get("answer") or "")
+        if first and (cover_em(answer, first) or cover_em(first, answer)):
+            return "first_hop_only"
+    return None
+
+
+def _lookup(state: AgentState, ctx: AgentContext, why: str, proposed: str) -> Update | None:
+    """The ``lookup`` step for a rejected final answer: the question itself with the last
+    intermediate answer added; None when the step limit is reached or it was looked up."""
+    steps = steps_of(state)
+    question = state["question"]
+    if step_limit(state, ctx) or any(
+        same_query(question, s.get("sub_question", "")) for s in steps
+    ):
+        return None
+    last = str(steps[-1].get("answer") or "") if steps else ""
+    query = bridge_query(question, last)
+    index = len(steps)
+    new_step = {
+        "index": index,
+        "kind": "lookup",
+        "sub_question": question,
+        "answer": "",
+        "rejected": {"answer": proposed, "reason": why},
+        **({"query": query} if query != question else {}),
+    }
+    return {**ask(query, index), "steps": [*steps, new_step], "next_node": "retrieve"}
+
+
+def _accept(answer: str, state: AgentState, ctx: AgentContext, source: str) -> Update:
+    """``answer`` as the loop's answer ("not found" under ``agents.abstain`` when the
+    evidence does not support it)."""
+    if ctx.agents.abstain and not supported(answer, state, ctx):
+        return {"loop_answer": NOT_FOUND, "answer_source": "abstained"}
+    return {"loop_answer": answer, "answer_source": source}
+
+
 def _decide(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: SelfAskParse) -> Update:
     steps = steps_of(state)
     if parsed.kind == "final" and copied_exemplar(parsed.answer, EXAMPLE_ANSWERS, state):
@@ -55,9 +119,12 @@ def _decide(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: Self
         # a retrieval loop looks something up at least once: the question itself
         parsed = SelfAskParse("follow_up", follow_up=state["question"], lenient=True)
     if parsed.kind == "final":
+        why = not_done(parsed.answer, state, ctx) if ctx.agents.stop == "evidence" else None
+        lookup = _lookup(state, ctx, why, parsed.answer) if why else None
+        if lookup is not None:
+            return {**lookup, "format_hint": False}
         return {
-            "loop_answer": parsed.answer,
-            "answer_source": "loop",
+            **_accept(parsed.answer, state, ctx, "loop"),
             "stop_reason": "final_answer",
             "next_node": "conclude",
         }
@@ -75,14 +142,17 @@ def _decide(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: Self
         return {**update, "stop_reason": "repeated_query", "next_node": "conclude"}
     index = len(steps)
     kind = "question" if parsed.kind == "none" or follow_up == state["question"] else "follow_up"
+    previous = str(steps[-1].get("answer") or "") if steps else ""
+    query = bridge_query(follow_up, previous) if ctx.agents.bridge else follow_up
     new_step = {
         "index": index,
         "kind": kind,
         "sub_question": follow_up,
         "answer": "",
         "raw": reply.text,
+        **({"query": query} if query != follow_up else {}),
     }
-    update.update(ask(follow_up, index))
+    update.update(ask(query, index))
     update.update(steps=[*steps, new_step], format_hint=False, next_node="retrieve")
     return update
 
@@ -114,7 +184,7 @@ def _forced(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: Self
         and parsed.answer
         and not copied_exemplar(parsed.answer, EXAMPLE_ANSWERS, state)
     ):
-        update.update(loop_answer=parsed.answer, answer_source="forced_final")
+        update.update(_accept(parsed.answer, state, ctx, "forced_final"))
     if not state.get("stop_reason"):
         update["stop_reason"] = "max_steps"
     return update
@@ -155,4 +225,4 @@ SELF_ASK = Loop(
 
 build_self_ask = LoopBuilder(SELF_ASK)
 
-__all__ = ["LOOP", "SELF_ASK", "build_self_ask"]
+__all__ = ["LOOP", "SELF_ASK", "build_self_ask", "not_done"]

@@ -87,6 +87,7 @@ class Step(TypedDict, total=False):
     index: int
     kind: str
     sub_question: str
+    query: str  # what the step retrieved and was answered for, if not its sub-question
     answer: str
     raw: str
     thought: str

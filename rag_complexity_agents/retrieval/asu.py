@@ -3,7 +3,7 @@
 For a (sub-)question and a scored batch B: draw m answers from the chat model with B as
 context (one prompt, m samples), cut each to a short answer, group the answers into semantic
 clusters with an :class:`~rag_complexity_agents.models.base.Equivalence`, and divide the
-batch's scores by s = the number of clusters. More clusters = the model is less sure what
+batch's normalised scores by s = the number of clusters. More clusters = the model is less sure what
 the batch says = the batch is pushed down.
 
 The pure parts (answer extraction, clustering, entropy, rescoring) take plain data and are
@@ -23,20 +23,29 @@ garbage m times yields s = m: maximal uncertainty, no crash. Decisions are cache
 ``H = -Σ_k p_k ln p_k`` with ``p_k = |cluster_k| / m``; sampling probabilities are not
 needed. It is exposed for traces only; the rescoring uses s, as the paper does.
 
-**Sign-safe 1/s.** The paper divides each score by s. That is a penalty only for positive
-scores: a negative score (cross-encoder logits, which the paper's scorer produces, are
-often negative) divided by s > 1 moves *up* towards 0. The official code is worse: it
-computes ``score / (penalty / 2)`` with penalty = the number of contradicting answer pairs,
-so one contradicting pair *doubles* every score, and for negative scores more contradictions
-mean higher scores. Here 1/s is applied to a monotone positive transform of the score:
+**A scale-free 1/s.** The paper divides each score by s. Applied to raw scorer scores that
+rule (and any fixed shift such as ``score - ln s``) depends on the scorer's scale: with
+bi-encoder cosines (0.3–0.8) ln 2 = 0.69 outweighs every relevance difference, with SPLADE
+scores (tens) it changes nothing; and for negative scores (cross-encoder logits) division
+moves a score *up*. The official code is worse: it computes ``score / (penalty / 2)`` with
+penalty = the number of contradicting answer pairs, so one contradicting pair *doubles* every
+score. Here the division is applied where it is meaningful, to the batch's min-max normalised
+scores:
 
-* ``log`` (default): divide ``exp(score)`` by s and map back, i.e. ``score - ln s``. For
-  logit-like scores this is exactly "divide the odds by s"; it never changes the order
-  within a batch, s = 1 is the identity, and the penalty is the same for every document of
-  the batch whatever its sign.
+* ``batch`` (default): with ``lo``/``hi`` the lowest/highest score of the batch, the
+  normalised score ``n = (score - lo) / (hi - lo)`` lies in [0, 1] and is divided by s, then
+  mapped back: ``lo + (score - lo) / s`` (``hi`` cancels). This *is* the paper's "divide by
+  the number of clusters", on a non-negative score whose 0 is the batch's weakest document.
+  It is invariant under any increasing affine change of the scorer (``a·score + b``, a > 0):
+  the final order across batches is the same for cosines, logits or SPLADE scores. The
+  penalty is bounded: a document of an uncertain batch falls at most to its batch's lowest
+  score, i.e. ASU re-orders documents whose scores the scorer put close together and never
+  buries a document the scorer ranked far above the rest. It keeps the order within a batch,
+  s = 1 is the identity, and a batch of one document (b = 1) or of equal scores has no scale,
+  so it is left unchanged.
 * ``multiplicative``: ``score / s`` for ``score >= 0`` and ``score * s`` for ``score < 0``.
-  It equals the paper's rule wherever the paper's rule is a penalty and is scale-free; it
-  leaves a score of exactly 0 unchanged.
+  It equals the paper's rule wherever the paper's rule is a penalty and does not depend on
+  the scorer's unit, but it does on its zero (a shift of the scores changes the ranking).
 """
 
 from __future__ import annotations
@@ -61,7 +70,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
 Rule = Literal["strict", "lenient"]
-RescoreMode = Literal["log", "multiplicative"]
+RescoreMode = Literal["batch", "multiplicative"]
 
 # --------------------------------------------------------------------------------------------
 # Short answers
@@ -189,22 +198,28 @@ def semantic_entropy(clusters: Sequence[Sequence[int]]) -> float:
     return float(-sum((len(c) / total) * math.log(len(c) / total) for c in clusters if c))
 
 
-def rescore(scores: np.ndarray | Sequence[float], s: int, mode: RescoreMode = "log") -> np.ndarray:
-    """Apply the 1/s penalty sign-safely (see the module docstring).
+def rescore(
+    scores: np.ndarray | Sequence[float], s: int, mode: RescoreMode = "batch"
+) -> np.ndarray:
+    """Apply the 1/s penalty to one batch's scores (see the module docstring).
 
-    ``log``: ``score - ln s`` (= dividing ``exp(score)`` by s). ``multiplicative``:
-    ``score / s`` if ``score >= 0`` else ``score * s``. Both are strictly increasing in the
-    score (the order within a batch is kept) and non-increasing in s, and s = 1 changes
-    nothing.
+    ``batch``: ``lo + (score - lo) / s`` with lo = the batch's lowest score (1/s applied to
+    the min-max normalised scores). ``multiplicative``: ``score / s`` if ``score >= 0`` else
+    ``score * s``. Both keep the order within the batch, never raise a score, are
+    non-increasing in s, and s = 1 changes nothing; ``batch`` is also invariant under an
+    increasing affine change of the scores.
     """
     if s < 1:
         raise ValueError(f"the number of clusters s must be at least 1, got {s}")
     values = np.asarray(scores, dtype=np.float64)
-    if mode == "log":
-        return values - math.log(s)
+    if mode == "batch":
+        if values.size == 0:
+            return values.copy()
+        low = float(values.min())
+        return low + (values - low) / s
     if mode == "multiplicative":
         return np.where(values >= 0, values / s, values * s)
-    raise ValueError(f"unknown rescore mode {mode!r}; use 'log' or 'multiplicative'")
+    raise ValueError(f"unknown rescore mode {mode!r}; use 'batch' or 'multiplicative'")
 
 
 @dataclass(slots=True)
@@ -324,7 +339,7 @@ class AnswerSemanticUncertainty:
         temperature: float = 0.3,
         max_tokens: int = 24,
         rule: Rule = "strict",
-        rescore_mode: RescoreMode = "log",
+        rescore_mode: RescoreMode = "batch",
         max_passage_chars: int = 600,
         seed: int = 0,
         cache: EquivalenceCache | None = None,

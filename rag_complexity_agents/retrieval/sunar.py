@@ -12,7 +12,9 @@ Pool source (``nar.pool``) for a sub-question with ``original_query`` given:
 * ``union``: both lists fused by reciprocal rank (up to 2 × ``first_stage_k`` documents).
 
 Without ``original_query`` every policy uses the query's own list (the trace says so).
-Scoring is always against the query passed in.
+``carried`` (ids of documents a loop retrieved for its earlier hops, best first) joins the
+pool by reciprocal rank, so a hop re-ranks the union of the earlier hops' evidence and its own
+fresh search. Scoring is always against the query passed in.
 
 Bad input:
 
@@ -198,9 +200,10 @@ class SunarRetriever:
         return result
 
     def initial_ranking(
-        self, query: str, original_query: str | None = None
+        self, query: str, original_query: str | None = None, carried: Sequence[str] = ()
     ) -> tuple[list[ScoredDoc], dict[str, Any]]:
-        """The pool R for ``query`` and a trace of how it was built."""
+        """The pool R for ``query`` (plus the ``carried`` documents) and a trace of how it
+        was built."""
         info: dict[str, Any] = {"pool": self.pool}
         tick = time.perf_counter()
         if original_query is None or self.pool == "own" or original_query.strip() == query:
@@ -220,19 +223,31 @@ class SunarRetriever:
             original = self._original_list(original_query)
             ranking = fuse_pools(own, original, rrf_k=self.rrf_k)
             info.update(own_size=len(own), original_size=len(original))
+        if carried:
+            carry = [ScoredDoc(self.chunk_of(i), 0.0) for i in dict.fromkeys(carried)]
+            known = {d.id for d in ranking}
+            size = len(known | {d.id for d in carry})
+            fused = reciprocal_rank_fusion([ranking, carry], k=size, rrf_k=self.rrf_k)
+            pools = {d.id: d.extra.get("pool") for d in ranking}
+            for doc in fused:
+                doc.extra["pool"] = pools.get(doc.id) or "carried"
+            ranking = fused
+            info["carried"] = len(carry)
         info.setdefault("pool_used", self.pool)
         info["size"] = len(ranking)
         info["first_stage_ms"] = round((time.perf_counter() - tick) * 1000.0, 3)
         return ranking, info
 
-    def run(self, query: str, *, original_query: str | None = None) -> NARResult:
+    def run(
+        self, query: str, *, original_query: str | None = None, carried: Sequence[str] = ()
+    ) -> NARResult:
         """Initial ranking + NAR for ``query``; the full ranked list and NAR's own trace."""
         if not isinstance(query, str) or not query.strip():
             raise InputError("the query is empty; pass the (sub-)question to retrieve for")
         if self.collection_size == 0:
             raise CorpusError("the collection is empty; add documents with rca index PATH")
         query = query.strip()
-        ranking, pool_info = self.initial_ranking(query, original_query)
+        ranking, pool_info = self.initial_ranking(query, original_query, carried)
         self._unknown_ids = 0
         reset = getattr(self.asu, "reset", None)
         if callable(reset):
@@ -266,18 +281,24 @@ class SunarRetriever:
         return result
 
     def retrieve(
-        self, query: str, k: int | None = None, *, original_query: str | None = None
+        self,
+        query: str,
+        k: int | None = None,
+        *,
+        original_query: str | None = None,
+        carried: Sequence[str] = (),
     ) -> list[ScoredDoc]:
         """The top ``k`` documents for ``query`` (default ``retrieval.k``), with provenance.
 
         ``original_query`` is the complex question a sub-question came from; it selects the
-        pool for the ``original`` / ``union`` policies. ``self.trace`` describes the call.
+        pool for the ``original`` / ``union`` policies; ``carried`` documents join the pool.
+        ``self.trace`` describes the call.
         """
         if k is None:
             k = self.default_k
         if k < 1:
             raise InputError(f"k must be at least 1, got {k}")
-        result = self.run(query, original_query=original_query)
+        result = self.run(query, original_query=original_query, carried=carried)
         docs = result.docs[:k]
         self.trace["k"] = k
         self.trace["k_capped"] = len(docs) < k

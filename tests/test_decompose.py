@@ -1,0 +1,144 @@
+"""Self-Ask that decomposes (issue 20): the bridge entity carried into the next hop, each
+hop's NAR pool holding the earlier hops' documents, sub-questions answered from the top-l,
+evidence-driven stopping and abstention. Scripted chat over the real demo collection."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_fakes import Script, ScriptedChat, demo_config, demo_home
+
+from rag_complexity_agents.agents.context import AgentContext, derive_components
+from rag_complexity_agents.agents.registry import build_preset
+from rag_complexity_agents.agents.retrieve import bridge_query
+from rag_complexity_agents.agents.run import run_graph
+from rag_complexity_agents.components import Components
+from rag_complexity_agents.config import Config
+from rag_complexity_agents.profiles import apply_profile
+from rag_complexity_agents.types import RunResult
+
+Q = "In which country was the director of Spirited Away born?"
+
+
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory: pytest.TempPathFactory) -> Components:
+    home: Path = demo_home(tmp_path_factory.getbasetemp())
+    return Components(demo_config(home))
+
+
+def run(
+    parts: Components, preset: str, script: Script, **sections: Any
+) -> tuple[RunResult, ScriptedChat]:
+    cfg = demo_config(parts.config.corpus.home, **sections)
+    derived = derive_components(parts, cfg)
+    chat = ScriptedChat(script=script)
+    derived.chat = chat  # type: ignore[misc]
+    result = run_graph(build_preset(preset, derived.config, components=derived), Q)
+    json.dumps(result.trace)
+    return result, chat
+
+
+def humans(chat: ScriptedChat, kind: str) -> list[str]:
+    return [c["human"] for c in chat.calls if c["kind"] == kind]
+
+
+def test_bridge_query() -> None:
+    assert bridge_query("Where was he born?", "Hayao Miyazaki") == (
+        "Where was he born? (Hayao Miyazaki)"
+    )
+    assert bridge_query("Where was Hayao Miyazaki born?", "Miyazaki") == (
+        "Where was Hayao Miyazaki born?"
+    )
+    assert bridge_query("Where was he born?", "unknown") == "Where was he born?"
+    assert bridge_query("Where was he born?", " ") == "Where was he born?"
+
+
+def test_sub_questions_get_the_papers_l_and_the_question_gets_k() -> None:
+    paper = apply_profile(Config(agents={"profile": "paper"}))
+    cpu = apply_profile(Config())
+    ctx = AgentContext(config=paper, parts=None, options={})  # type: ignore[arg-type]
+    assert ctx.sub_passages == 10 and ctx.keep_k == 10  # the paper's top-l
+    assert AgentContext(config=cpu, parts=None, options={}).sub_passages == 4  # type: ignore[arg-type]
+    own = Config(answer={"sub_passages": 2})
+    assert AgentContext(config=own, parts=None, options={}).sub_passages == 2  # type: ignore[arg-type]
+
+
+def test_hops_carry_the_bridge_and_the_earlier_evidence(parts: Components) -> None:
+    script = Script(
+        self_ask=[
+            "Follow up: Who directed Spirited Away?",
+            "Follow up: Where was he born?",
+            "So the final answer is: Japan",
+        ],
+        answer=["Hayao Miyazaki", "Tokyo, Japan"],
+    )
+    result, chat = run(parts, "self_ask_nar", script, mer={"l": 3}, agents={"mer": False})
+    steps = result.trace["steps"]
+    assert steps[1]["sub_question"] == "Where was he born?"
+    answers = humans(chat, "answer")
+    # the second hop is retrieved for and answered with the bridge entity
+    assert "Question: Where was he born? (Hayao Miyazaki)" in answers[1]
+    # each sub-question is answered from the top-l (mer.l = 3 here), not answer.passages
+    assert [h.count("\n[") for h in answers] == [3, 3]
+    # the second hop's NAR pool holds the first hop's documents
+    pools = [s["retrieval"]["rounds"][0]["retriever"]["initial"] for s in steps]
+    assert "carried" not in pools[0] and pools[1]["carried"] >= 3
+    assert result.answer == "Japan"
+
+
+def test_hop_pool_holds_the_earlier_hops_documents(parts: Components) -> None:
+    from rag_complexity_agents.agents.retrieve import carried_ids
+
+    state: Any = {
+        "question": Q,
+        "retrievals": [
+            {"step": 0, "docs": [{"id": "a"}, {"id": "b"}]},
+            {"step": 1, "docs": [{"id": "c"}, {"id": "a"}]},
+            {"step": 2, "docs": [{"id": "z"}]},
+        ],
+    }
+    assert carried_ids(state, 0) == []
+    assert carried_ids(state, 2) == ["c", "a", "b"]  # the latest hop first, no duplicates
+    retriever = parts.sunar_retriever(with_asu=False)
+    ids = [d.id for d in retriever.retrieve("Hayao Miyazaki", 3)]
+    ranking, info = retriever.initial_ranking("Spirited Away", Q, carried=ids)
+    assert info["carried"] == 3 and set(ids) <= {d.id for d in ranking}
+
+
+def test_a_first_hop_answer_does_not_end_the_loop(parts: Components) -> None:
+    script = Script(
+        self_ask=[
+            "Follow up: Who directed Spirited Away?",
+            "So the final answer is: Hayao Miyazaki",
+            "So the final answer is: Japan",
+        ],
+        answer=["Hayao Miyazaki", "Japan"],
+    )
+    result, chat = run(parts, "self_ask", script, agents={"mer": False, "stop": "evidence"})
+    steps = result.trace["steps"]
+    assert [s["kind"] for s in steps] == ["follow_up", "lookup"]
+    assert steps[1]["sub_question"] == Q
+    assert "Question: " + Q + " (Hayao Miyazaki)" in humans(chat, "answer")[1]
+    assert result.answer == "Japan"
+    # the model's first final answer ends the loop with agents.stop = "model" (the default)
+    script.used.clear()
+    first, _ = run(parts, "self_ask", script, agents={"mer": False})
+    assert first.answer == "Hayao Miyazaki" and len(first.trace["steps"]) == 1
+
+
+def test_unsupported_answers_are_looked_up_then_abstained(parts: Components) -> None:
+    script = Script(
+        self_ask=["Follow up: Who directed Spirited Away?", "So the final answer is: Atlantis"],
+        answer=["Hayao Miyazaki", "Atlantis"],
+    )
+    evidence = {"mer": False, "stop": "evidence"}
+    result, _ = run(parts, "self_ask", script, agents={**evidence, "abstain": True})
+    steps = result.trace["steps"]
+    assert steps[-1]["kind"] == "lookup"  # looked the question up before giving up
+    assert result.answer == "not found"
+    script.used.clear()
+    kept, _ = run(parts, "self_ask", script, agents=evidence)
+    assert kept.answer == "Atlantis"  # without abstain the loop's answer stays
