@@ -20,11 +20,16 @@ CPU_PROFILE: dict[str, Any] = {
     "mer.max_tokens": 96,
     "mer.max_evidence_chars": 350,
     "answer.passage_chars": 400,
+    "answer.sub_passages": 3,
 }
 """The ``cpu`` profile: defaults for the paper-sized knobs. A SUNAR run with b = 16, c = 100
 and m = 10 samples 70 answers per sub-question, minutes on two cores. The paper's l is one
 knob, ``mer.l``: MER's evidences and, while ``answer.sub_passages`` is unset, the passages each
-sub-question is answered from (paper profile: 10, this profile: 4). llama.cpp runs on one
+sub-question is answered from (paper profile: 10 for both). This profile keeps MER's l = 4 but
+answers sub-questions from 3 passages, the setting every published 0.5B end-to-end row was
+measured with: a shorter reader prompt (issue 15: prompt tokens set the CPU time), and on the
+demo question a fourth passage led the 0.5B reader to a wrong title (UCL, not Princeton).
+llama.cpp runs on one
 thread: on a CPU shared with other work, all-core llama.cpp was measured 5–7× slower than one
 thread (a 625-token prompt: 95 s vs 17 s on two busy cores)."""
 

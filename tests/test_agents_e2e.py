@@ -148,6 +148,8 @@ def test_langgraph_dev_serves_the_loops(home: Path, tmp_path: Path) -> None:
         **spec["env"],
         "LANGGRAPH_NO_VERSION_CHECK": "true",
         "RCA_CORPUS__HOME": str(home),
+        # the served graphs take no model from a client (issue 17): the server's config picks it
+        "RCA_MODELS__CHAT": "llamacpp:smollm2-135m",
     }
     log = (tmp_path / "server.log").open("w")
     server = subprocess.Popen(
@@ -192,7 +194,6 @@ def test_langgraph_dev_serves_the_loops(home: Path, tmp_path: Path) -> None:
                 "input": {"question": "From which university did the founder of Amazon graduate?"},
                 "config": {
                     "configurable": {
-                        "chat_model": "llamacpp:smollm2-135m",
                         "max_steps": 1,
                         "b": 2,
                         "c": 4,
@@ -214,7 +215,19 @@ def test_langgraph_dev_serves_the_loops(home: Path, tmp_path: Path) -> None:
         batches = trace["steps"][0]["retrieval"]["rounds"][0]["batches"]
         assert [len(b["ids"]) for b in batches] == [2, 2]
         assert all(len(b["answers"]) == 2 and b["s"] in (1, 2) for b in batches)
-        assert trace["options"]["chat_model"] == "llamacpp:smollm2-135m" and trace["mer"] is None
+        assert trace["mer"] is None
+        # a client may not choose the model (a path or host): one line naming the allowed knobs
+        refused = _http(
+            f"{base}/runs/wait",
+            {
+                "assistant_id": "single_step",
+                "input": {"question": "Who founded Amazon?"},
+                "config": {"configurable": {"chat_model": "llamacpp:/etc/passwd"}},
+            },
+            timeout=600,
+        )
+        message = refused["__error__"]["message"]
+        assert "chat_model" in message and "max_steps" in message and "\n" not in message
     finally:
         server.send_signal(signal.SIGTERM)
         try:

@@ -61,7 +61,7 @@ def test_sub_questions_get_the_papers_l_and_the_question_gets_k() -> None:
     cpu = apply_profile(Config())
     ctx = AgentContext(config=paper, parts=None, options={})  # type: ignore[arg-type]
     assert ctx.sub_passages == 10 and ctx.keep_k == 10  # the paper's top-l
-    assert AgentContext(config=cpu, parts=None, options={}).sub_passages == 4  # type: ignore[arg-type]
+    assert AgentContext(config=cpu, parts=None, options={}).sub_passages == 3  # type: ignore[arg-type]
     own = Config(answer={"sub_passages": 2})
     assert AgentContext(config=own, parts=None, options={}).sub_passages == 2  # type: ignore[arg-type]
 

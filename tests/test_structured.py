@@ -338,7 +338,7 @@ STEPS = ["self_ask", "react", "searchain", "ircot", "sub_answer", "mer", "judge"
 @pytest.mark.parametrize("step", STEPS)
 def test_packaged_model_decodes_each_step_under_its_schema(qwen: Any, step: str) -> None:
     messages, schema = _step_messages(step)
-    structured = StructuredOutput(qwen)
+    structured = StructuredOutput(qwen, "on")
     with format_failures() as tally:
         obj, reply, failure = structured.call(messages, schema, kind=step, max_tokens=4)
     assert failure is None and isinstance(obj, schema), (failure, reply)
@@ -349,7 +349,7 @@ def test_packaged_model_decodes_each_step_under_its_schema(qwen: Any, step: str)
 @pytest.mark.llm
 def test_structured_calls_keep_the_prefix_cache(qwen: Any) -> None:
     messages, schema = _step_messages("self_ask")
-    structured = StructuredOutput(qwen)
+    structured = StructuredOutput(qwen, "on")
     structured.call(messages, schema, kind="self_ask", max_tokens=4)
     before = qwen.prefix_cache_stats()["reused_tokens"]
     structured.call(messages, schema, kind="self_ask", max_tokens=4)

@@ -148,7 +148,7 @@ class AnswerConfig(BaseModel):
         ge=1,
         description="Passages each sub-question of a loop is answered from (SUNAR §3: the "
         "top-l of its re-ranked list). None = the paper's single l, i.e. mer.l (paper profile "
-        "10, cpu profile 4).",
+        "10); the cpu profile sets 3.",
     )
     passage_chars: int = Field(
         700, ge=50, description="Each passage is cut to this length (cpu profile: 400)."
@@ -330,12 +330,15 @@ class AgentsConfig(BaseModel):
         description="Self-Ask: a final answer that no passage the steps were answered from "
         "supports becomes 'not found' (never an exemplar's answer).",
     )
-    structured_output: Literal["auto", "off"] = Field(
+    structured_output: Literal["auto", "on", "off"] = Field(
         "auto",
-        description="'auto': every structured step (loop moves, sub-answers, MER) asks the "
+        description="'on': every structured step (loop moves, sub-answers, MER) asks the "
         "chat model for a typed object when its class implements with_structured_output / "
         "bind_tools (llama.cpp grammar, JSON schema or tool calling), falling back to text + "
-        "parse-and-repair; 'off': always text.",
+        "parse-and-repair; 'auto': the same, except for the packaged llama.cpp models, whose "
+        "grammar-decoded steps lowered answer quality on the 0.5B (they answer in text + "
+        "parse-and-repair until the end-to-end benchmark shows the grammar pays); 'off': "
+        "always text.",
     )
     profile: Literal["cpu", "paper"] = Field(
         "cpu",

@@ -35,7 +35,7 @@ from pydantic import BaseModel
 
 from ..errors import RCAError
 from .calls import ChatReply, call_chat, parse_yes_no, reply_text, with_knobs
-from .llamacpp import MessagesInput, to_messages
+from .llamacpp import LlamaCppChatModel, MessagesInput, to_messages
 from .schemas import YesNo, format_instruction, json_schema_of, json_token_bound
 
 S = TypeVar("S", bound=BaseModel)
@@ -112,6 +112,12 @@ class StructuredOutput:
             self.reason = "agents.structured_output is 'off'"
         elif not supports_structured_output(chat):
             self.reason = f"{type(chat).__name__} has no structured output"
+        elif setting == "auto" and isinstance(chat, LlamaCppChatModel):
+            # Measured on the end-to-end tests with the packaged 0.5B: grammar-decoded steps
+            # kept the format but lowered the answers (a ReAct run finished with an exemplar's
+            # question, MER returned its schema's field description), so our in-process model
+            # uses the grammar only when asked for ('on') until the benchmark says it pays.
+            self.reason = "the packaged llama.cpp model uses its grammar only with 'on'"
 
     @property
     def enabled(self) -> bool:
