@@ -15,16 +15,22 @@ top k. Token relevance: MaxSim over MiniLM token embeddings (``MaxSimTokenReleva
 Methods per dataset: ``ans_only`` (complex iff Ans = 0), ``com_only`` (Com = 1), ``rrcp``
 (both), each with thresholds grid-searched for F1 on one half of the questions (even
 positions) and reported on the other half (odd positions); ``llm_baseline``: the prompted
-classifier, P(yes) >= 0.5, on the same reported half. Evaluators: ``lexical`` (reference
-containment; all questions) and ``llm`` (P(yes) of the packaged chat model; a subset of
-``--n-llm`` questions per class because every (question, document) costs one forward pass).
+classifier, P(yes) >= 0.5, on the reported half of the first ``--n-baseline`` per class.
+Evaluators: ``lexical`` (reference containment; all questions) and ``llm`` (P(yes) of a chat
+model; the first ``--n-llm`` questions per class, because every (question, document) costs
+one forward pass). ``--model`` takes several chat models (comma-separated), scored one after
+the other; every LLM row names its model.
 
 Table-4 style: for every harness run file found under ``--runs`` (default: the end-to-end
 benchmark's), correctness (cover-EM) of the questions RRCP (lexical, thresholds calibrated on
 that dataset's row) calls complex vs not complex, and Pearson correlations.
 
 All scores are cached in ``<cache>/rrcp/<corpus fingerprint>/scores.sqlite`` (the package's
-LLM call cache, keyed by score kind and question): rerunning resumes. The corpus does not
+LLM call cache, keyed by score kind, chat model and question): rerunning resumes. LLM
+questions are scored round robin over the datasets, and the results are rewritten every
+``--write-every`` newly scored questions, so a stopped run leaves rows over what it scored
+(``n_test`` < ``n_test_planned``); ``--cached-only`` writes them from the cache without
+loading a model (e.g. while a run is still going). The corpus does not
 depend on the run files (``--run-questions`` fixes which questions' paragraphs it pools), so
 a rerun after the end-to-end runs grew only scores the new questions. Run from the
 repository root::
@@ -41,6 +47,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -68,7 +75,7 @@ from rag_complexity_agents.complexity.rrcp_evaluators import (
 from rag_complexity_agents.config import Config, default_home
 from rag_complexity_agents.corpus.store import CorpusStore
 from rag_complexity_agents.errors import RCAError
-from rag_complexity_agents.eval.cache import LLMCallCache
+from rag_complexity_agents.eval.cache import CacheEntry, LLMCallCache
 from rag_complexity_agents.eval.datasets import (
     QARecord,
     build_pooled_corpus,
@@ -208,6 +215,8 @@ def cached_score(cache: LLMCallCache, item: Item, kind: str, compute: Callable[[
 
 
 class Scorer:
+    """Retrieval, MaxSim token relevance and lexical s_i of a question (no chat model)."""
+
     def __init__(self, args: argparse.Namespace, config: Config, store: CorpusStore) -> None:
         self.args = args
         self.config = config
@@ -215,16 +224,6 @@ class Scorer:
         self.first_stage = HybridFirstStage(store, rrf_k=config.retrieval.rrf_k)
         self.relevance = MaxSimTokenRelevance(store.embedder, temperature=args.tau)
         self.lexical = LexicalAnswerEvaluator()
-        self._chat: Any = None
-
-    @property
-    def chat(self) -> Any:
-        if self._chat is None:
-            from rag_complexity_agents.models.chat import load_chat_model
-
-            models = self.config.models
-            self._chat = load_chat_model(self.args.model, models, models.home)
-        return self._chat
 
     def base(self, item: Item, cache: LLMCallCache) -> dict[str, Any]:
         """Retrieval + token similarities + lexical s_i (cheap)."""
@@ -254,23 +253,62 @@ class Scorer:
 
         return cached_score(cache, item, "lexical_full", compute)
 
-    def llm_scores(self, item: Item, cache: LLMCallCache) -> list[float]:
-        def compute() -> list[float]:
-            base = self.base(item, cache)
+
+class LLMScores:
+    """The LLM scores of one chat model (``spec``), cached per (model, question).
+
+    ``evaluator`` (s_i of the first ``--llm-k`` passages) and ``baseline`` (P(yes) of the
+    prompted classifier) compute and store a missing score, loading the model on first use;
+    with ``compute=False`` they only read the cache (None when the score is not there), so a
+    report can be written while another process is still scoring.
+    """
+
+    def __init__(self, spec: str, scorer: Scorer, cache: LLMCallCache) -> None:
+        self.spec = spec
+        self.scorer = scorer
+        self.cache = cache
+        args = scorer.args
+        self.evaluator_kind = f"llm_k{args.llm_k}_c{args.passage_chars}@{spec}"
+        self.baseline_kind = f"llm_baseline@{spec}"
+        self._chat: Any = None
+
+    @property
+    def chat(self) -> Any:
+        if self._chat is None:
+            from rag_complexity_agents.models.chat import load_chat_model
+
+            models = self.scorer.config.models
+            self._chat = load_chat_model(self.spec, models, models.home)
+        return self._chat
+
+    def _score(
+        self, item: Item, kind: str, compute: Callable[[], Any], *, live: bool
+    ) -> CacheEntry | None:
+        if live:
+            return self.cache.memo(f"rrcp:{kind}:{item.key}", compute, kind=f"rrcp.{kind}")
+        return self.cache.get(f"rrcp:{kind}:{item.key}")
+
+    def evaluator(self, item: Item, *, compute: bool = True) -> CacheEntry | None:
+        """s_i of the first ``--llm-k`` retrieved passages (list of floats)."""
+
+        def run() -> list[float]:
+            args, store = self.scorer.args, self.scorer.store
+            base = self.scorer.base(item, self.cache)
             passages = [
-                self.store.chunk(i).text[: self.args.passage_chars]
-                for i in base["doc_ids"][: self.args.llm_k]
+                store.chunk(i).text[: args.passage_chars] for i in base["doc_ids"][: args.llm_k]
             ]
-            evaluator = LLMAnswerEvaluator(self.chat, passage_chars=self.args.passage_chars)
+            evaluator = LLMAnswerEvaluator(self.chat, passage_chars=args.passage_chars)
             return evaluator.answer_scores(item.question, item.references, passages).tolist()
 
-        return cached_score(cache, item, f"llm_k{self.args.llm_k}", compute)
+        return self._score(item, self.evaluator_kind, run, live=compute)
 
-    def baseline(self, item: Item, cache: LLMCallCache) -> float:
-        def compute() -> float:
+    def baseline(self, item: Item, *, compute: bool = True) -> CacheEntry | None:
+        """P(yes) of the prompted complexity classifier (a float)."""
+
+        def run() -> float:
             return LLMComplexityClassifier(self.chat).probability(item.question)
 
-        return float(cached_score(cache, item, "llm_baseline", compute))
+        return self._score(item, self.baseline_kind, run, live=compute)
 
 
 def s_d(sims: Sequence[Sequence[float]], tau: float, k: int) -> float:
@@ -397,7 +435,8 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         f"distinct paragraphs); hybrid BM25 + MiniLM first stage, k = {result['settings']['k']} "
         f"(LLM evaluator: first {result['settings']['llm_k']}); passages cut to "
         f"{result['settings']['passage_chars']} characters; MaxSim token relevance, "
-        f"τ = {result['settings']['tau']}; chat model `{result['settings']['model']}`; "
+        f"τ = {result['settings']['tau']}; chat model(s) "
+        f"{', '.join(f'`{m}`' for m in result['settings']['models']) or '–'}; "
         f"{result['machine']}; {result['date']}.",
         "",
         "Reproduce (resumable; scores are cached):",
@@ -412,21 +451,29 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         "paragraph in the corpus), or for `musique_subq` MuSiQue's first gold sub-questions. "
         "Thresholds grid-searched for F1 on the calibration half, metrics on the other half "
         "(`n` = reported questions, half of each class). `paper T` = the paper's thresholds "
-        "(0.15, 0.80) without calibration. The LLM baseline uses P(yes) >= 0.5.",
+        "(0.15, 0.80) without calibration. The LLM baseline uses P(yes) >= 0.5. LLM rows "
+        "of a run still in progress cover the questions scored so far (`n of planned`); "
+        "s/q: seconds per question of the LLM evaluator (all its passages; shared machine, "
+        "an upper bound).",
         "",
-        "| dataset | evaluator | method | n | accuracy | F1 | T_ans | T_com | paper T: acc / F1 "
-        "| paper acc / F1 |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| dataset | evaluator | model | method | n | accuracy | F1 | T_ans | T_com "
+        "| paper T: acc / F1 | paper acc / F1 | s/q |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in result["rows"]:
         paper = PAPER.get((row["dataset"], row["method"]))
         pt = row.get("paper_thresholds") or {}
+        n = str(row["n_test"])
+        if row.get("n_test_planned", row["n_test"]) > row["n_test"]:
+            n += f" of {row['n_test_planned']}"
+        model = str(row.get("model", "–")).removeprefix("llamacpp:")
         lines.append(
-            f"| {row['dataset']} | {row.get('evaluator', '–')} | {row['method']} | "
-            f"{row['n_test']} | {fmt(row['accuracy'])} | {fmt(row['f1'])} | "
+            f"| {row['dataset']} | {row.get('evaluator', '–')} | {model} | {row['method']} | "
+            f"{n} | {fmt(row['accuracy'])} | {fmt(row['f1'])} | "
             f"{fmt(row.get('T_ans'))} | {fmt(row.get('T_com'))} | "
             f"{fmt(pt.get('accuracy'))} / {fmt(pt.get('f1'))} | "
-            f"{f'{paper[0]:.3f} / {paper[1]:.3f}' if paper else '–'} |"
+            f"{f'{paper[0]:.3f} / {paper[1]:.3f}' if paper else '–'} | "
+            f"{fmt(row.get('seconds_per_question'))} |"
         )
     lines += [
         "",
@@ -468,14 +515,30 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(REPO / ".." / "shared" / "data"))
     parser.add_argument("--n", type=int, default=80, help="questions per class per dataset")
-    parser.add_argument("--n-llm", type=int, default=12, help="per class, LLM evaluator")
+    parser.add_argument("--n-llm", type=int, default=80, help="per class, LLM evaluator")
     parser.add_argument("--n-baseline", type=int, default=40, help="per class, LLM baseline")
     parser.add_argument("--k", type=int, default=5, help="documents retrieved (|D|)")
     parser.add_argument("--llm-k", type=int, default=5, help="documents the LLM judges")
     parser.add_argument("--passage-chars", type=int, default=400)
     parser.add_argument("--tau", type=float, default=0.05, help="MaxSim softmax temperature")
-    parser.add_argument("--model", default="llamacpp:qwen2.5-0.5b")
+    parser.add_argument(
+        "--model",
+        default="llamacpp:qwen2.5-0.5b",
+        help="chat model(s) of the LLM rows, comma-separated (scored one after the other)",
+    )
     parser.add_argument("--no-llm", action="store_true", help="lexical evaluator only")
+    parser.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="score nothing with an LLM: LLM rows from the scores cached so far (while a run "
+        "is still going, or after it was stopped)",
+    )
+    parser.add_argument(
+        "--write-every",
+        type=int,
+        default=40,
+        help="rewrite the results after this many newly LLM-scored questions",
+    )
     parser.add_argument("--cache", default=str(cache))
     parser.add_argument("--runs", default=str(cache / "end_to_end_runs"))
     parser.add_argument(
@@ -495,14 +558,17 @@ def progress(label: str, done: int, total: int, started: float) -> None:
         print(f"  {label}: {done}/{total} ({rate:.1f} s each)", flush=True)
 
 
-def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
+def run(
+    args: argparse.Namespace, argv: Sequence[str], write: Callable[[dict[str, Any]], None]
+) -> dict[str, Any]:
+    """Score everything (cached), calling ``write`` with the results so far at checkpoints of
+    the LLM scoring; returns the final results."""
     config = Config().with_overrides(
         {
             "corpus.home": args.cache,
             "corpus.chunk_size": 4096,  # one chunk per paragraph
             "corpus.chunk_overlap": 0,
             "graph.k": 8,
-            "models.chat": args.model,
         }
     )
     rows_items, corpus_records = select(args)
@@ -545,30 +611,163 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
         rrcp_row = next(r for r in rows if r["method"] == "rrcp")
         thresholds[dataset] = (rrcp_row["T_ans"], rrcp_row["T_com"])
 
-    if not args.no_llm:
-        # LLM baseline on the first n_baseline per class (reported half only is needed, but
-        # scoring both halves keeps the set identical to the evaluator's split).
-        for dataset, items in rows_items.items():
-            if dataset == "musique_subq":
-                continue
-            subset = subset_per_class(items, args.n_baseline)
-            _, test = split(subset)
-            started = time.time()
-            probs = []
-            for n, item in enumerate(test, start=1):
-                probs.append(scorer.baseline(item, cache))
-                progress(f"{dataset} llm_baseline", n, len(test), started)
+    models = [] if args.no_llm else _csv(args.model)
+    scores = {spec: LLMScores(spec, scorer, cache) for spec in models}
+
+    def report() -> dict[str, Any]:
+        """Every row from what is scored so far (LLM rows: the cached prefix of each set)."""
+        llm = [row for spec in models for row in llm_rows(rows_items, bases, scores[spec], args)]
+        items_by_id = {key: (item, bases[key]) for key, item in unique.items()}
+        return {
+            "rows": result_rows + llm,
+            "correlation": correlation_rows(run_lines, items_by_id, thresholds, args),
+            "corpus": {
+                "collection": name,
+                "distinct_paragraphs": len(pooled),
+                "raw_paragraphs": pooled.raw_paragraphs,
+            },
+            "settings": {
+                "k": args.k,
+                "llm_k": args.llm_k,
+                "n_per_class": args.n,
+                "n_llm_per_class": args.n_llm,
+                "n_baseline_per_class": args.n_baseline,
+                "passage_chars": args.passage_chars,
+                "tau": args.tau,
+                "models": models,
+                "retrieval": "hybrid (BM25 + MiniLM, RRF)",
+                "relevance": scorer.relevance.name,
+            },
+            "command": command(argv),
+            "machine": machine(),
+            "date": time.strftime("%Y-%m-%d"),
+        }
+
+    if not args.cached_only:
+        for spec in models:
+            score_with_llm(
+                scores[spec], rows_items, args, lambda: write(report()), every=args.write_every
+            )
+    return report()
+
+
+def command(argv: Sequence[str]) -> str:
+    """The command that runs (or continues) the benchmark: ``argv`` without --cached-only."""
+    return " ".join(
+        [
+            "HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RCA_MODELS__N_THREADS=1 OMP_NUM_THREADS=1 "
+            ".venv/bin/python benchmarks/rrcp.py",
+            *(arg for arg in argv if arg != "--cached-only"),
+        ]
+    ).strip()
+
+
+def _csv(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def llm_sets(
+    rows_items: dict[str, list[Item]], args: argparse.Namespace
+) -> dict[str, tuple[list[Item], list[Item]]]:
+    """Per dataset (not ``musique_subq``): the LLM evaluator's questions (the first
+    ``--n-llm`` of each class) and the LLM baseline's (the reported half of the first
+    ``--n-baseline`` of each class)."""
+    return {
+        dataset: (
+            subset_per_class(items, args.n_llm),
+            split(subset_per_class(items, args.n_baseline))[1],
+        )
+        for dataset, items in rows_items.items()
+        if dataset != "musique_subq"
+    }
+
+
+def round_robin(lists: Sequence[Sequence[Item]]) -> list[Item]:
+    """The distinct items of ``lists`` in round-robin order (position 0 of every list, then
+    position 1, ...), so that a run stopped early has covered every dataset alike."""
+    out: dict[str, Item] = {}
+    for position in range(max((len(items) for items in lists), default=0)):
+        for items in lists:
+            if position < len(items):
+                out.setdefault(items[position].key, items[position])
+    return list(out.values())
+
+
+def score_with_llm(
+    llm: LLMScores,
+    rows_items: dict[str, list[Item]],
+    args: argparse.Namespace,
+    checkpoint: Callable[[], None],
+    *,
+    every: int,
+) -> None:
+    """Score (and cache) the LLM baseline and then the LLM evaluator questions of every
+    dataset with one model; ``checkpoint`` (write the results so far) runs after every
+    ``every`` newly scored questions and at the end."""
+    sets = llm_sets(rows_items, args)
+    steps: list[tuple[str, list[Item], Callable[[Item], CacheEntry | None]]] = [
+        ("llm baseline", round_robin([b for _, b in sets.values()]), llm.baseline),
+        ("llm evaluator", round_robin([e for e, _ in sets.values()]), llm.evaluator),
+    ]
+    for label, items, score in steps:
+        started, computed = time.time(), 0
+        for done, item in enumerate(items, start=1):
+            entry = score(item)
+            if entry is not None and not entry.hit:
+                computed += 1
+                if computed % every == 0:
+                    checkpoint()
+            if done == len(items) or (computed and done % 10 == 0):
+                rate = (time.time() - started) / max(computed, 1)
+                load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+                print(
+                    f"  {time.strftime('%H:%M:%S')} {llm.spec} {label}: {done}/{len(items)} "
+                    f"({computed} scored now, {rate:.1f} s each; load {load})",
+                    flush=True,
+                )
+    checkpoint()
+
+
+def cached_prefix(
+    items: Sequence[Item], score: Callable[..., CacheEntry | None]
+) -> list[CacheEntry]:
+    """The cached scores of ``items`` up to the first one not scored yet."""
+    out = []
+    for item in items:
+        entry = score(item, compute=False)
+        if entry is None:
+            break
+        out.append(entry)
+    return out
+
+
+def llm_rows(
+    rows_items: dict[str, list[Item]],
+    bases: dict[str, dict[str, Any]],
+    llm: LLMScores,
+    args: argparse.Namespace,
+) -> list[dict[str, Any]]:
+    """The LLM baseline and LLM evaluator rows of one model from its cached scores (a run
+    still in progress gives rows over the questions scored so far: ``n_test`` <
+    ``n_test_planned``)."""
+    rows: list[dict[str, Any]] = []
+    for dataset, (evaluated, baselined) in llm_sets(rows_items, args).items():
+        probs = [float(e.value) for e in cached_prefix(baselined, llm.baseline)]
+        if probs:
+            test = baselined[: len(probs)]
             m = classification_metrics([p >= 0.5 for p in probs], [i.label for i in test])
-            result_rows.append(
+            rows.append(
                 {
                     "dataset": dataset,
                     "method": "llm_baseline",
                     "evaluator": "llm",
+                    "model": llm.spec,
                     "accuracy": round(m["accuracy"], 4),
                     "f1": round(m["f1"], 4),
                     "precision": round(m["precision"], 4),
                     "recall": round(m["recall"], 4),
                     "n_test": len(test),
+                    "n_test_planned": len(baselined),
                     "n_calibration": 0,
                     "mean_p_yes": {
                         "complex": mean([p for p, i in zip(probs, test, strict=True) if i.label]),
@@ -578,53 +777,21 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
                     },
                 }
             )
-        for dataset, items in rows_items.items():
-            if dataset == "musique_subq":
-                continue
-            subset = subset_per_class(items, args.n_llm)
-            started = time.time()
-            llm = {}
-            for n, item in enumerate(subset, start=1):
-                llm[item.key] = scorer.llm_scores(item, cache)
-                progress(f"{dataset} llm evaluator", n, len(subset), started)
-            cal, test = split(subset)
-            to_s = [scored(bases[i.key], llm[i.key], i.label, args.tau, args.llm_k) for i in cal]
-            te_s = [scored(bases[i.key], llm[i.key], i.label, args.tau, args.llm_k) for i in test]
-            result_rows += evaluate_rows(dataset, "llm", to_s, te_s)
-
-    items_by_id = {key: (item, bases[key]) for key, item in unique.items()}
-    correlation = correlation_rows(run_lines, items_by_id, thresholds, args)
-    command = " ".join(
-        [
-            "HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RCA_MODELS__N_THREADS=1 OMP_NUM_THREADS=1 "
-            ".venv/bin/python benchmarks/rrcp.py",
-            *argv,
-        ]
-    )
-    return {
-        "rows": result_rows,
-        "correlation": correlation,
-        "corpus": {
-            "collection": name,
-            "distinct_paragraphs": len(pooled),
-            "raw_paragraphs": pooled.raw_paragraphs,
-        },
-        "settings": {
-            "k": args.k,
-            "llm_k": args.llm_k,
-            "n_per_class": args.n,
-            "n_llm_per_class": args.n_llm,
-            "n_baseline_per_class": args.n_baseline,
-            "passage_chars": args.passage_chars,
-            "tau": args.tau,
-            "model": args.model,
-            "retrieval": "hybrid (BM25 + MiniLM, RRF)",
-            "relevance": scorer.relevance.name,
-        },
-        "command": command.strip(),
-        "machine": machine(),
-        "date": time.strftime("%Y-%m-%d"),
-    }
+        entries = cached_prefix(evaluated, llm.evaluator)
+        done = evaluated[: len(entries)]
+        cal, test = split(done)
+        if len(cal) < 2 or len(test) < 2:
+            continue
+        s = {item.key: entry.value for item, entry in zip(done, entries, strict=True)}
+        cal_s = [scored(bases[i.key], s[i.key], i.label, args.tau, args.llm_k) for i in cal]
+        test_s = [scored(bases[i.key], s[i.key], i.label, args.tau, args.llm_k) for i in test]
+        extra = {
+            "model": llm.spec,
+            "n_test_planned": len(split(evaluated)[1]),
+            "seconds_per_question": mean([e.seconds for e in entries]),
+        }
+        rows += [{**row, **extra} for row in evaluate_rows(dataset, "llm", cal_s, test_s)]
+    return rows
 
 
 def mean(values: Sequence[float]) -> float | None:
@@ -642,6 +809,15 @@ def subset_per_class(items: Sequence[Item], n: int) -> list[Item]:
     return out
 
 
+def write_results(result: dict[str, Any], out: Path) -> None:
+    """``out`` (JSON) and its markdown, keeping the markdown's analysis block."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    md = out.with_suffix(".md")
+    md.write_text(render_markdown(result, read_analysis(md)), encoding="utf-8")
+    print(f"wrote {out} and {md}", flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
@@ -651,20 +827,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch.set_num_threads(1)
     except ImportError:  # pragma: no cover
         pass
+    out = Path(args.out)
     try:
-        result = run(args, argv)
+        result = run(args, argv, lambda partial: write_results(partial, out))
     except RCAError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted; rerun the same command to continue", file=sys.stderr)
         return 130
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    md = out.with_suffix(".md")
-    md.write_text(render_markdown(result, read_analysis(md)), encoding="utf-8")
-    print(f"wrote {out} and {md}")
+    write_results(result, out)
     if not all(math.isfinite(r["f1"]) for r in result["rows"]):
         return 1
     return 0
