@@ -1,16 +1,20 @@
 """GRADE benchmark: the hops × D_r difficulty matrix on real MuSiQue questions, and generation.
 
-Matrix: reads the evaluation-harness run files of the end-to-end benchmark
-(``<cache>/end_to_end_runs/<model>/musique__<strategy>__<hash>.jsonl``), computes D_r of every
-question of ``musique_dev_ctx.jsonl`` (1 − min cosine of the question with its supporting
-paragraphs, packaged MiniLM), cuts D_r into quartiles over all 134 questions (the same bins
-for every strategy), and reports per strategy the error rate (1 − ``acc``) per (hops, D_r bin)
-cell, GRADE's bin-level Pearson r (cell mean D_r vs error rate per hop row; diagonal position
-vs error rate) and, as an extra, the item-level r of D_r with each question's correctness. The
-primary strategy (``--primary``, default ``single_step``: it covers the most questions) gives
-the top-level ``cells``, ``r_bin_*`` and the heatmap ``grade.png``. Unlike the paper, D_r is
-over MuSiQue's supporting paragraphs (not 128–256-token chunks) and correctness is ``acc``
-(not an LLM judge).
+Matrix: one per row of the end-to-end benchmark on MuSiQue (``benchmarks/end_to_end.py``:
+every role, strategy and model of its plan), read from the run file that row writes under the
+end-to-end settings (``<cache>/end_to_end_runs/<model>/musique__<strategy>__<hash>.jsonl``;
+``--e2e-args`` passes the options the end-to-end runs were started with, so that the hashes
+match; run files of other settings are ignored). Whatever part of a row has run is used:
+every row reports its ``n`` against its planned size, and rows without a run file are listed
+as not run. D_r of every question of ``musique_dev_ctx.jsonl`` is 1 − min cosine of the
+question with its supporting paragraphs (packaged MiniLM); its quartiles over all 134
+questions are the same bins for every row. Per row: the error rate (1 − ``acc``) per (hops,
+D_r bin) cell, GRADE's bin-level Pearson r (cell mean D_r vs error rate per hop row; diagonal
+position vs error rate) and, as an extra, the item-level r of D_r with each question's
+correctness. The primary row (``--primary``, default ``single_step`` of the main model: it
+covers the most questions) gives the top-level ``cells``, ``r_bin_*`` and the heatmap
+``grade.png``. Unlike the paper, D_r is over MuSiQue's supporting paragraphs (not 128–256-token
+chunks) and correctness is ``acc`` (not an LLM judge).
 
 ``--rerender`` rewrites ``grade.json``/``.md``/``.png`` from the matrices stored in an existing
 ``grade.json`` (recomputing the bin-level r from its cells) when the run files are not at hand.
@@ -26,7 +30,8 @@ Run from the repository root::
 
 Writes ``benchmarks/results/grade.json`` (``{"cells": [{"hops", "dr_bin", "n",
 "error_rate"}], "r_bin_by_hop": {hops: r}, "r_bin_diagonal": r, "pearson_dr_accuracy_by_hop":
-{hops: r}, "generation": {"questions", "by_hops"}, "strategies": {...}}``), ``grade.md`` and
+{hops: r}, "generation": {"questions", "by_hops"}, "strategies": {row: {..., "n",
+"planned_n", "model", "role", "run_file"}}, "not_run": [...]}``), ``grade.md`` and
 ``grade.png``; text between the
 ``<!-- analysis:start -->`` / ``<!-- analysis:end -->`` markers of an existing ``grade.md`` is
 kept.
@@ -38,6 +43,7 @@ import argparse
 import itertools
 import json
 import re
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -55,12 +61,12 @@ from rag_complexity_agents.complexity.grade.difficulty import (
 from rag_complexity_agents.complexity.grade.matrix import (
     difficulty_items,
     matrix_markdown,
-    read_run_rows,
     save_heatmap,
     supports_from_dataset,
 )
 from rag_complexity_agents.config import Config, default_home
-from rag_complexity_agents.eval.datasets import resolve_dataset
+from rag_complexity_agents.eval.datasets import load_records, resolve_dataset
+from rag_complexity_agents.eval.runner import read_run
 from rag_complexity_agents.models.embeddings import load_embedder
 
 ANALYSIS = re.compile(r"<!-- analysis:start -->.*?<!-- analysis:end -->", re.DOTALL)
@@ -76,6 +82,37 @@ def _monotone(values: list[float]) -> str:
     return "yes" if all(b >= a for a, b in itertools.pairwise(values)) else "no"
 
 
+def plan_rows(args: argparse.Namespace) -> list[tuple[Any, Path]]:
+    """The end-to-end benchmark's plan rows on ``--dataset``, each with the run file it writes
+    under the settings that ``--e2e-args`` gives ``end_to_end.py`` (resolved as its ``run``
+    resolves them: the pooled corpus's collection name is part of the settings)."""
+    import end_to_end as e2e
+
+    given = shlex.split(args.e2e_args)
+    e2e_args = e2e.parse_args(
+        ["--data", args.data, "--cache", args.cache, "--model", args.model, *given]
+    )
+    best_loops = [s.strip() for s in e2e_args.best_loops.split(",") if s.strip()]
+    plan = e2e.build_plan(
+        model=e2e_args.model, strong_model=e2e_args.strong_model or None, best_loops=best_loops
+    )
+    pool = [r for name in e2e.POOL for r in load_records(resolve_dataset(name, args.data))]
+    base = e2e.make_config(e2e_args, e2e_args.model)
+    collection, _ = e2e.build_collection(pool, base, label="pooled", index=False)
+    rows = []
+    for planned in plan:
+        if planned.dataset == args.dataset:
+            config = e2e.make_config(e2e_args, planned.model)
+            config = config.with_overrides({"collection": collection})
+            rows.append((planned, e2e.run_file(e2e_args, config, planned)))
+    return rows
+
+
+def row_name(strategy: str, model: str, main_model: str) -> str:
+    """A row's key: the strategy, with the model when it is not the main one."""
+    return strategy if model == main_model else f"{strategy} ({model.removeprefix('llamacpp:')})"
+
+
 def matrices(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     dataset = resolve_dataset(args.dataset, args.data)
     supports = supports_from_dataset(dataset)
@@ -87,12 +124,12 @@ def matrices(args: argparse.Namespace, config: Config) -> dict[str, Any]:
             sims = cosine_similarities(vectors[0], vectors[1:])
             all_dr.append(retrieval_difficulty(sims, config.grade.aggregation, p=config.grade.p))
     edges = quantile_edges(all_dr, config.grade.n_dr_bins)
-    runs_dir = Path(args.runs_dir)
     out: dict[str, Any] = {"dr_edges": edges, "dataset_questions": len(all_dr)}
-    per_strategy: dict[str, Any] = {}
-    for run in sorted(runs_dir.glob(f"{args.dataset}__*.jsonl")):
-        strategy = run.name.split("__")[1]
-        rows = read_run_rows(run)
+    per_row: dict[str, Any] = {}
+    not_run: list[str] = []
+    for planned, run in plan_rows(args):
+        name = row_name(planned.strategy, planned.model, args.model)
+        rows = read_run(run) if run.is_file() else []
         inputs = difficulty_items(
             rows,
             supports,
@@ -102,17 +139,22 @@ def matrices(args: argparse.Namespace, config: Config) -> dict[str, Any]:
             metric=config.grade.metric,
         )
         if not inputs.items:
+            not_run.append(f"{name} (n={planned.limit})")
             continue
-        previous = per_strategy.get(strategy)
-        if previous is not None and previous["data"]["n"] >= len(inputs.items):
-            continue  # several run files of one strategy (settings changed): keep the largest
         matrix = difficulty_matrix(inputs.items, n_bins=config.grade.n_dr_bins, edges=edges)
         data = matrix.to_dict()
-        data["run_file"] = run.name
-        data["skipped"] = inputs.skipped
-        data["accuracy"] = round(sum(i.correct for i in inputs.items) / len(inputs.items), 4)
-        per_strategy[strategy] = {"matrix": matrix, "data": data}
-    out["strategies"] = per_strategy
+        data.update(
+            strategy=planned.strategy,
+            model=planned.model,
+            role=planned.role,
+            planned_n=planned.limit,
+            run_file=f"{run.parent.name}/{run.name}",
+            skipped=inputs.skipped,
+            accuracy=round(sum(i.correct for i in inputs.items) / len(inputs.items), 4),
+        )
+        per_row[name] = {"matrix": matrix, "data": data}
+    out["strategies"] = per_row
+    out["not_run"] = not_run
     return out
 
 
@@ -162,9 +204,22 @@ def markdown(results: dict[str, Any], primary: str, previous: str | None) -> str
         f"`{results['metric']}`.",
         "",
     ]
+    if results.get("command"):
+        lines += [
+            "Reproduce (the matrices read the end-to-end run files; generation LLM steps are "
+            "cached):",
+            "",
+            "```bash",
+            results["command"],
+            "```",
+            "",
+        ]
     for name, entry in results["_matrices"].items():
         data = entry["data"]
-        lines.append(matrix_markdown(entry["matrix"], title=f"{name} (n={data['n']})"))
+        size = f"n={data['n']}"
+        if data.get("planned_n"):
+            size += f" of {data['planned_n']} planned; {data['role']} row, `{data['model']}`"
+        lines.append(matrix_markdown(entry["matrix"], title=f"{name} ({size})"))
         hop_rates = [data["error_rate_by_hop"][k] for k in sorted(data["error_rate_by_hop"])]
         bin_rates = [data["error_rate_by_bin"][k] for k in sorted(data["error_rate_by_bin"])]
         lines.append(
@@ -173,6 +228,8 @@ def markdown(results: dict[str, Any], primary: str, previous: str | None) -> str
             f"**{_monotone(bin_rates)}** "
             f"({', '.join(f'{r:.2f}' for r in bin_rates)}).\n"
         )
+    if results.get("not_run"):
+        lines += [f"End-to-end rows without a run file yet: {', '.join(results['not_run'])}.", ""]
     gen = results.get("generation")
     if gen:
         lines += [
@@ -201,7 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", default="musique")
     parser.add_argument("--model", default="llamacpp:qwen2.5-0.5b")
     parser.add_argument("--cache", default=str(default_home() / "benchmarks"))
-    parser.add_argument("--runs-dir", default=None, help="default: <cache>/end_to_end_runs/<model>")
+    parser.add_argument(
+        "--e2e-args",
+        default="",
+        help="options the end-to-end runs were started with (e.g. '--set models.n_threads=1'; "
+        "they decide which run file is each row's); --data, --cache and --model are passed on",
+    )
     parser.add_argument("--primary", default="single_step")
     parser.add_argument("--generate-docs", default=DEFAULT_DOCS, help="demo ids; '' to skip")
     parser.add_argument("--claims", default="rule", choices=["llm", "rule"])
@@ -215,8 +277,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rerender:
         return rerender(Path(args.out))
-    model_dir = re.sub(r"[^A-Za-z0-9_.-]+", "-", args.model)
-    args.runs_dir = args.runs_dir or str(Path(args.cache) / "end_to_end_runs" / model_dir)
     config = Config().with_overrides(
         {"models.chat": args.model, "grade.claims": args.claims, "grade.paths_per_hop": 30}
     )
@@ -226,13 +286,21 @@ def main(argv: list[str] | None = None) -> int:
         "dataset": args.dataset,
         "metric": config.grade.metric,
         "aggregation": config.grade.aggregation,
+        "command": " ".join(
+            [
+                "HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RCA_MODELS__N_THREADS=1 .venv/bin/python "
+                "benchmarks/grade.py",
+                *(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)),
+            ]
+        ),
     }
     found = matrices(args, config)
     results["dr_edges"] = found["dr_edges"]
     results["dataset_questions"] = found["dataset_questions"]
+    results["not_run"] = found["not_run"]
     strategies = found["strategies"]
     if args.primary not in strategies:
-        print(f"no run file for {args.primary} in {args.runs_dir}", file=sys.stderr)
+        print(f"no run file for the end-to-end row {args.primary}", file=sys.stderr)
         return 2
     if args.generate_docs:
         generated = generation(args, config)
@@ -302,6 +370,7 @@ def rerender(out: Path) -> int:
         strategies[name] = {"matrix": matrix, "data": matrix.to_dict()}
     keep = ("model", "dataset", "metric", "aggregation", "dr_edges", "dataset_questions")
     results = {k: stored[k] for k in keep}
+    results.update({k: stored[k] for k in ("command", "not_run") if k in stored})
     write_outputs(results, strategies, stored["primary_strategy"], stored["generation"], out)
     return 0
 
