@@ -7,7 +7,6 @@ import math
 import pytest
 
 from rag_complexity_agents.eval.metrics import (
-    accuracy,
     answer_scores,
     cover_em,
     evidence_ranking,
@@ -16,6 +15,7 @@ from rag_complexity_agents.eval.metrics import (
     ndcg_at_k,
     recall_at_k,
     retrieval_scores,
+    substring_match,
     token_f1,
 )
 from rag_complexity_agents.text import normalize_answer
@@ -47,9 +47,9 @@ def test_token_f1_hand_computed() -> None:
 
 def test_cover_em_and_acc_differ_at_word_boundaries() -> None:
     assert cover_em("He was born in Paris, France.", ["Paris"]) == 1.0
-    assert accuracy("He was born in Paris, France.", ["Paris"]) == 1.0
+    assert substring_match("He was born in Paris, France.", ["Paris"]) == 1.0
     assert cover_em("Norway", ["no"]) == 0.0  # "no" is not a word of the prediction
-    assert accuracy("Norway", ["no"]) == 1.0  # but it is a substring (Adaptive-RAG Acc)
+    assert substring_match("Norway", ["no"]) == 1.0  # but it is a substring (Adaptive-RAG Acc)
     assert cover_em("the answer is new york city", ["New York"]) == 1.0
     assert cover_em("york new", ["New York"]) == 0.0  # a contiguous run, in order
     assert cover_em("1969", ["11969"]) == 0.0

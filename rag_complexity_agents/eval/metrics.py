@@ -95,7 +95,7 @@ def cover_em(prediction: str | None, golds: Golds) -> float:
     return 0.0
 
 
-def accuracy(prediction: str | None, golds: Golds) -> float:
+def substring_match(prediction: str | None, golds: Golds) -> float:
     """1.0 if some normalised gold answer is a substring of the normalised prediction."""
     pred = _norm(prediction)
     for gold in _golds(golds):
@@ -111,7 +111,7 @@ def answer_scores(prediction: str | None, golds: Golds) -> dict[str, float]:
         "cover_em": cover_em(prediction, golds),
         "em": exact_match(prediction, golds),
         "f1": token_f1(prediction, golds),
-        "acc": accuracy(prediction, golds),
+        "acc": substring_match(prediction, golds),
     }
 
 
@@ -271,7 +271,6 @@ def paired_difference(
 __all__ = [
     "ANSWER_METRICS",
     "Estimate",
-    "accuracy",
     "answer_scores",
     "cover_em",
     "evidence_paragraph_id",
@@ -283,5 +282,6 @@ __all__ = [
     "paired_difference",
     "recall_at_k",
     "retrieval_scores",
+    "substring_match",
     "token_f1",
 ]
