@@ -717,7 +717,7 @@ def score_with_llm(
                 computed += 1
                 if computed % every == 0:
                     checkpoint()
-            if done == len(items) or (computed and done % 10 == 0):
+            if done == len(items) or done <= 5 or (computed and done % 10 == 0):
                 rate = (time.time() - started) / max(computed, 1)
                 load = " ".join(f"{x:.2f}" for x in os.getloadavg())
                 print(
