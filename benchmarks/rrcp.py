@@ -515,7 +515,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(REPO / ".." / "shared" / "data"))
     parser.add_argument("--n", type=int, default=80, help="questions per class per dataset")
-    parser.add_argument("--n-llm", type=int, default=80, help="per class, LLM evaluator")
+    parser.add_argument(
+        "--n-llm", type=int, default=40, help="per class, LLM evaluator (40: 80 per dataset)"
+    )
     parser.add_argument("--n-baseline", type=int, default=40, help="per class, LLM baseline")
     parser.add_argument("--k", type=int, default=5, help="documents retrieved (|D|)")
     parser.add_argument("--llm-k", type=int, default=5, help="documents the LLM judges")
