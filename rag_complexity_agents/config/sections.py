@@ -108,10 +108,11 @@ class GraphConfig(BaseModel):
         description="Rows per block of the exact top-k build.",
         **NEUTRAL,
     )
-    method: Literal["auto", "exact", "faiss"] = Field(
+    method: Literal["auto", "exact", "cluster", "faiss"] = Field(
         "auto",
-        description="'exact' blocked top-k (cost n^2), 'faiss' approximate HNSW (extra 'ann'), "
-        "'auto' = exact up to exact_max_rows chunks, else faiss.",
+        description="'exact' blocked top-k (cost n^2), 'cluster' approximate (exact products "
+        "within k-means cluster neighbourhoods), 'faiss' approximate HNSW (extra 'ann'), "
+        "'auto' = exact up to exact_max_rows chunks, else cluster.",
     )
     exact_max_rows: int = Field(
         1_000_000,
