@@ -18,10 +18,11 @@ It measures, in one run:
     peak that the graph build is compared with.
 
 With ``--scale`` it runs only the scale section and adds it to the existing results: the
-approximate (faiss HNSW) graph against exact at k = 16 and k = 100 (sampled graph recall), hnswlib
-as the compared library, build time and peak RSS up to 1M chunks, neighbours on demand from a
-Chroma server against the prebuilt graph, and the capacity for 10^8 chunks on paper. Every row
-records ``os.getloadavg()`` before and after its timing.
+approximate graphs against exact at k = 16 and k = 100 (sampled graph recall): the cluster-block
+build (``--cluster-sweep`` chooses its parameters) and two HNSW libraries (faiss, hnswlib; their
+search can be sampled and extrapolated), build time, CPU seconds and peak RSS up to 1M chunks,
+neighbours on demand from a Chroma server against the prebuilt graph, and the capacity for 10^8
+chunks on paper. Every row records ``os.getloadavg()`` before and after its timing.
 
 Writes ``benchmarks/results/index_build.json`` and ``benchmarks/results/index_build.md``.
 """
@@ -559,12 +560,8 @@ def _sampled_hnsw(
     values = np.zeros((n, k), dtype=np.float32)
     values.fill(-1.0)
     tick, cpu = time.perf_counter(), _cpu_seconds()
-    if library == "faiss":
-        index = hnsw_index(matrix)
-        search = search_rows
-    else:
-        index = _hnswlib_index(matrix, k)
-        search = _hnswlib_rows
+    index = hnsw_index(matrix) if library == "faiss" else _hnswlib_index(matrix, k)
+    search: Any = search_rows if library == "faiss" else _hnswlib_rows
     index_seconds, index_cpu = time.perf_counter() - tick, _cpu_seconds() - cpu
     per_window = max(1, rows // windows)
     starts = _spaced(0, n - per_window + 1, windows)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from rag_complexity_agents.corpus.graph import (
     CorpusGraph,
@@ -453,7 +454,7 @@ def test_cluster_graph_is_deterministic_with_high_recall_and_exact_similarities(
     np.testing.assert_allclose(values.ravel(), exact_sims, atol=1e-5)
 
 
-def test_cluster_graph_widens_small_probe_sets_to_k_rows() -> None:
+def test_cluster_graph_gives_rows_with_too_few_candidates_their_exact_lists() -> None:
     vectors = clustered_rows(300, 8, seed=33)
     got, values = cluster_topk(vectors, 20, n_clusters=60, probes=1)  # ~5 rows per cluster
     assert got.shape == (300, 20) and np.isfinite(values).all()
@@ -461,14 +462,15 @@ def test_cluster_graph_widens_small_probe_sets_to_k_rows() -> None:
     assert not (got == np.arange(300)[:, None]).any()
 
 
-def test_spherical_kmeans_gives_unit_centroids_and_probe_order_starts_with_itself() -> None:
+def test_spherical_kmeans_gives_unit_centroids_and_rows_probe_their_own_cluster() -> None:
     vectors = clustered_rows(2000, 16, seed=34)
     centroids = cluster.spherical_kmeans(vectors, 20, seed=1)
     assert centroids.shape == (20, 16)
     np.testing.assert_allclose(np.linalg.norm(centroids, axis=1), 1.0, atol=1e-5)
     np.testing.assert_array_equal(centroids, cluster.spherical_kmeans(vectors, 20, seed=1))
-    order = cluster.probe_order(centroids)
-    np.testing.assert_array_equal(order[:, 0], np.arange(20))
+    labels, near = cluster.row_probes(torch.from_numpy(vectors), torch.from_numpy(centroids), 3)
+    np.testing.assert_array_equal(labels, (vectors @ centroids.T).argmax(axis=1))
+    assert near.shape == (2000, 3) and (near == labels[:, None]).any(axis=1).all()
     assert cluster.default_clusters(1) == 1 and cluster.default_clusters(2500) == 3
 
 
@@ -481,7 +483,7 @@ def test_cluster_method_graph_keeps_format_and_extends_exactly(
     small = TopKGraph.build(tmp_path / "small", vectors, ids, k=12, method="cluster")
     np.testing.assert_array_equal(np.asarray(small.neighbour_rows), exact_topk(vectors, 12)[0])
     monkeypatch.setattr(cluster, "CLUSTER_ROWS", 100)  # 30 clusters, 3 probed: approximate
-    monkeypatch.setattr(cluster, "PROBES", 3)
+    monkeypatch.setattr(cluster, "PROBES", 2)
     built = TopKGraph.build(tmp_path / "g", vectors, ids, k=12, method="cluster")
     assert built.method == "cluster" and built.stats()["method"] == "cluster"
     reopened = TopKGraph.open(tmp_path / "g")
