@@ -58,6 +58,9 @@ PROBES = 48
 #: Lloyd iterations of the k-means, and sample rows per cluster it is trained on.
 KMEANS_ITERATIONS = 10
 KMEANS_SAMPLE_PER_CLUSTER = 64
+#: Rows whose list takes at most this many values from a block are merged with a narrow
+#: selection (most rows, once their list is good).
+FEW = 8
 #: Rows per block when assigning rows to centroids.
 ASSIGN_ROWS = 16384
 
@@ -149,22 +152,23 @@ def _merge(
     cols: np.ndarray,
 ) -> None:
     """Merge ``block`` (similarities of ``rows`` with the rows ``cols``) into the running
-    unordered top-k lists of ``rows``; only rows with a value above their current k-th take
-    part, and each contributes at most as many new values as the most improved row needs."""
+    unordered top-k lists of ``rows``. Only rows with values above their current k-th take
+    part; rows with at most :data:`FEW` such values contribute that many (a cheap selection),
+    the others up to k."""
     k = out_values.shape[1]
     kth = torch.from_numpy(out_values[rows].min(axis=1))
-    counts = (block > kth.unsqueeze(1)).sum(dim=1)
-    touched = torch.nonzero(counts, as_tuple=True)[0]
-    if touched.numel() == 0:
-        return
-    width = min(k, int(counts.max()), block.shape[1])
-    new_values, new_at = _top_values(block[touched], width)
-    at = rows[touched.numpy()]
-    values = np.concatenate([out_values[at], new_values.numpy()], axis=1)
-    merged = np.concatenate([out_cols[at], cols[new_at.numpy()].astype(np.int32)], axis=1)
-    keep = np.argpartition(-values, k - 1, axis=1)[:, :k]
-    out_values[at] = np.take_along_axis(values, keep, axis=1)
-    out_cols[at] = np.take_along_axis(merged, keep, axis=1)
+    counts = (block > kth.unsqueeze(1)).sum(dim=1).numpy()
+    for group in (np.nonzero((counts > 0) & (counts <= FEW))[0], np.nonzero(counts > FEW)[0]):
+        if group.size == 0:
+            continue
+        width = min(k, int(counts[group].max()), block.shape[1])
+        new_values, new_at = _top_values(block[torch.from_numpy(group)], width)
+        at = rows[group]
+        values = np.concatenate([out_values[at], new_values.numpy()], axis=1)
+        merged = np.concatenate([out_cols[at], cols[new_at.numpy()].astype(np.int32)], axis=1)
+        keep = np.argpartition(-values, k - 1, axis=1)[:, :k]
+        out_values[at] = np.take_along_axis(values, keep, axis=1)
+        out_cols[at] = np.take_along_axis(merged, keep, axis=1)
 
 
 def cluster_topk(
