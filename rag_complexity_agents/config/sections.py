@@ -115,11 +115,11 @@ class GraphConfig(BaseModel):
         "'auto' = exact up to exact_max_rows chunks, else cluster.",
     )
     exact_max_rows: int = Field(
-        1_000_000,
+        200_000,
         ge=1,
-        description="Largest collection 'auto' builds exactly: 1,000,000, where the exact "
-        "build's n^2 cost reaches faiss HNSW's (~6,800 CPU-s each at 1M chunks on 2 cores, "
-        "measured: docs/scaling.md).",
+        description="Largest collection 'auto' builds exactly: 200,000, near where the exact "
+        "build's n^2 CPU cost meets the cluster-block build's linear one (measured at 100k "
+        "chunks on 2 cores: docs/scaling.md).",
     )
 
 

@@ -64,8 +64,13 @@ GraphMethod = Literal["auto", "exact", "cluster", "faiss"]
 #: The approximate build that ``method="auto"`` uses above the threshold (:mod:`.cluster`).
 CLUSTER_METHOD = "cluster"
 #: ``method="auto"`` builds the exact graph up to this many rows and the cluster-block graph
-#: above. THRESHOLD_PLACEHOLDER
-EXACT_MAX_ROWS = 1_000_000
+#: above: where their CPU costs meet. Measured at 100k rows on the same loaded 2-core machine
+#: (docs/scaling.md): exact 129 CPU-s (k = 16, load ~10), cluster blocks 192.5 CPU-s (k = 100,
+#: P = 48, load ~13, recall 0.964). Exact grows as n², cluster blocks as n (fixed cluster
+#: size), so they meet near 100k · 192.5 / 129 ≈ 150k rows; 200,000 leaves the margin to
+#: exactness (at 200k exact costs ~4 CPU-minutes on an idle machine). Above it the exact
+#: build's n² cost runs away: ~6,900 CPU-s at 1M, against ~10 × the 100k cluster cost.
+EXACT_MAX_ROWS = 200_000
 
 #: Relative slack for comparing float32 similarities with stored float16 ones (2^-10 > 2^-11).
 _FP16_SLACK = 2.0**-10
