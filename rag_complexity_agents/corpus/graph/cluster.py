@@ -61,6 +61,9 @@ KMEANS_SAMPLE_PER_CLUSTER = 64
 #: Rows whose list takes at most this many values from a block are merged with a narrow
 #: selection (most rows, once their list is good).
 FEW = 8
+#: Rows per block of probing rows (bounds the selection's int64 index arrays, which are
+#: twice the block's size: 8192 × ~1,000 members ≈ 33 MB of similarities).
+QUERY_ROWS = 8192
 #: Rows per block when assigning rows to centroids.
 ASSIGN_ROWS = 16384
 
@@ -211,7 +214,7 @@ def cluster_topk(
             if members.size == 0 or queries.size == 0:
                 continue
             member_vectors = torch.from_numpy(matrix[members])
-            per_block = max(1, max_block_bytes // (4 * members.size))
+            per_block = max(1, min(QUERY_ROWS, max_block_bytes // (4 * members.size)))
             for at in range(0, queries.size, per_block):
                 part = queries[at : at + per_block]
                 block = torch.mm(torch.from_numpy(matrix[part]), member_vectors.T)
