@@ -18,10 +18,11 @@ It measures, in one run:
     peak that the graph build is compared with.
 
 With ``--scale`` it runs only the scale section and adds it to the existing results: the
-approximate (faiss HNSW) graph against exact at k = 16 and k = 100 (sampled graph recall), hnswlib
-as the compared library, build time and peak RSS up to 1M chunks, neighbours on demand from a
-Chroma server against the prebuilt graph, and the capacity for 10^8 chunks on paper. Every row
-records ``os.getloadavg()`` before and after its timing.
+approximate graphs against exact at k = 16 and k = 100 (sampled graph recall): the cluster-block
+build (``--cluster-sweep`` chooses its parameters) and two HNSW libraries (faiss, hnswlib; their
+search can be sampled and extrapolated), build time, CPU seconds and peak RSS up to 1M chunks,
+neighbours on demand from a Chroma server against the prebuilt graph, and the capacity for 10^8
+chunks on paper. Every row records ``os.getloadavg()`` before and after its timing.
 
 Writes ``benchmarks/results/index_build.json`` and ``benchmarks/results/index_build.md``.
 """
@@ -361,8 +362,9 @@ def _spaced(low: int, high: int, samples: int) -> np.ndarray:
     return np.unique(np.linspace(low, high - 1, samples).astype(np.int64))
 
 
-def _hnswlib_topk(matrix: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The comparison library: hnswlib with faiss's parameters (M, efConstruction, ef)."""
+def _hnswlib_index(matrix: np.ndarray, k: int) -> Any:
+    """The compared library: an hnswlib index (float32, inner product, all cores) with faiss's
+    parameters (M, efConstruction, and efSearch for ``k``)."""
     import hnswlib
 
     from rag_complexity_agents.corpus.graph.ann import EF_CONSTRUCTION, HNSW_M, default_ef_search
@@ -370,19 +372,26 @@ def _hnswlib_topk(matrix: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     n, dim = matrix.shape
     index = hnswlib.Index(space="ip", dim=dim)
     index.init_index(max_elements=n, ef_construction=EF_CONSTRUCTION, M=HNSW_M, random_seed=0)
-    index.add_items(matrix)
+    index.add_items(matrix, np.arange(n))
     index.set_ef(default_ef_search(k))
-    cols = np.empty((n, k), dtype=np.int32)
-    for start in range(0, n, 8192):
-        labels, _ = index.knn_query(matrix[start : start + 8192], k=k + 1)
-        own = np.arange(start, start + len(labels))[:, None]
-        keep = np.argsort(labels == own, axis=1, kind="stable")[:, :k]
-        cols[start : start + len(labels)] = np.take_along_axis(labels, keep, axis=1)
-    return cols, np.empty((n, 0), np.float32)
+    return index
+
+
+def _hnswlib_rows(
+    index: Any, matrix: np.ndarray, k: int, start: int, stop: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """hnswlib's top-k of rows ``start .. stop - 1``, self excluded (as ``ann.search_rows``)."""
+    labels, distances = index.knn_query(matrix[start:stop], k=k + 1)
+    own = np.arange(start, stop)[:, None]
+    keep = np.argsort(labels == own, axis=1, kind="stable")[:, :k]
+    values = 1.0 - np.take_along_axis(distances, keep, axis=1)  # "ip" distance = 1 - dot
+    return np.take_along_axis(labels, keep, axis=1).astype(np.int32), values, np.empty(0)
 
 
 def _child_scale(args: argparse.Namespace) -> dict[str, Any]:
-    from rag_complexity_agents.corpus.graph import TopKGraph
+    import torch
+
+    from rag_complexity_agents.corpus.graph import TopKGraph, cluster
 
     method, n_text = args.child_scale.split(":")
     n = int(n_text)
@@ -395,10 +404,19 @@ def _child_scale(args: argparse.Namespace) -> dict[str, Any]:
     searched_rows = np.arange(n)
     with tempfile.TemporaryDirectory(prefix="rca-scale-") as tmp:
         start, cpu_start = time.perf_counter(), _cpu_seconds()
-        if method == "hnswlib":
-            cols, _ = _hnswlib_topk(matrix, args.k)
-        elif method == "faiss" and 0 < args.search_sample < n:
-            cols, measured, searched_rows = _sampled_faiss(matrix, args.k, args.search_sample)
+        if method in ("faiss", "hnswlib") and 0 < args.search_sample < n:
+            cols, measured, searched_rows = _sampled_hnsw(
+                matrix, args.k, args.search_sample, method
+            )
+        elif method == "hnswlib":
+            index = _hnswlib_index(matrix, args.k)
+            cols = np.concatenate(
+                [
+                    _hnswlib_rows(index, matrix, args.k, s, min(n, s + 8192))[0]
+                    for s in range(0, n, 8192)
+                ]
+            )
+            del index
         else:
             graph = TopKGraph.build(Path(tmp) / "g", matrix, ids, k=args.k, method=method)
             cols = np.asarray(graph.neighbour_rows)
@@ -412,12 +430,17 @@ def _child_scale(args: argparse.Namespace) -> dict[str, Any]:
         real_searched = searched_rows[searched_rows < real_rows]
         real_sample = real_searched[_spaced(0, len(real_searched), args.recall_samples)]
         recall_real = _sample_recall(matrix, cols, args.k, real_sample)
+    if method == "cluster":
+        measured |= {"clusters": cluster.default_clusters(n), "probes": cluster.PROBES}
     return {
         "method": method,
         "n_chunks": n,
         "k": args.k,
         "graph_seconds": round(seconds, 1),
         "graph_cpu_seconds": round(cpu, 1),
+        # CPU seconds / wall seconds: ~2 = both cores busy (the BLAS threads are used)
+        "cpu_per_wall": round(cpu / seconds, 2) if seconds else None,
+        "torch_threads": torch.get_num_threads(),
         "peak_rss_mb": round(peak, 1),
         "rss_before_build_mb": round(rss_before, 1),
         "graph_recall": recall,
@@ -479,14 +502,57 @@ def _child_ef_sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
     return out
 
 
-def _sampled_faiss(
-    matrix: np.ndarray, k: int, rows: int, windows: int = 16
+def _child_cluster_sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Cluster-block graphs (k = max of ``--sweep-k``) over ``n`` rows with ``C`` clusters, one
+    per number of probed clusters P; the recall at each ``--sweep-k`` of 150 sampled real rows
+    and 150 sampled fill rows against brute force (the first k of a row's top-K list are its
+    top-k: candidates do not depend on k)."""
+    from rag_complexity_agents.corpus.graph.cluster import cluster_topk
+
+    n_text, c_text, probes_text = args.child_cluster_sweep.split(":")
+    n, n_clusters = int(n_text), int(c_text)
+    real = np.load(args.real)
+    matrix = _scale_vectors(real, n, args.fill, args.noise, seed=n)
+    head = min(n, len(real))
+    rows = np.concatenate([_spaced(0, head, 150), _spaced(head, n, 150)])
+    sims = matrix[rows] @ matrix.T
+    sims[np.arange(len(rows)), rows] = -np.inf
+    ks = [int(v) for v in args.sweep_k.split(",")]
+    exact = {k: np.argpartition(-sims, k, axis=1)[:, :k] for k in ks}
+    out = []
+    for probes in (int(v) for v in probes_text.split("/")):
+        load_before = _load()
+        tick, cpu = time.perf_counter(), _cpu_seconds()
+        cols, _ = cluster_topk(matrix, max(ks), n_clusters=n_clusters, probes=probes)
+        seconds, cpu = time.perf_counter() - tick, _cpu_seconds() - cpu
+        row: dict[str, Any] = {
+            "n_chunks": n,
+            "clusters": n_clusters,
+            "probes": probes,
+            "graph_seconds": round(seconds, 1),
+            "graph_cpu_seconds": round(cpu, 1),
+            "loadavg_before": load_before,
+            "loadavg_after": _load(),
+        }
+        for k in ks:
+            hit = [
+                len(set(got.tolist()) & set(want.tolist())) / k
+                for got, want in zip(cols[rows, :k], exact[k], strict=True)
+            ]
+            row[f"recall_real_at_{k}"] = round(float(np.mean(hit[: len(rows) // 2])), 4)
+            row[f"recall_fill_at_{k}"] = round(float(np.mean(hit[len(rows) // 2 :])), 4)
+        out.append(row)
+    return out
+
+
+def _sampled_hnsw(
+    matrix: np.ndarray, k: int, rows: int, library: str = "faiss", windows: int = 16
 ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
-    """Build the faiss index over all rows, search only ``rows`` of them (``windows`` runs of
-    consecutive rows spread evenly over the matrix), and extrapolate the whole graph's time
-    (index + rows searched × n / rows). The n × k output buffers are allocated and written in
-    full, so the peak RSS is the full build's. Returns (n × k neighbour rows, -1 where not
-    searched; the measured figures; the searched rows)."""
+    """Build an HNSW index (``library``: faiss or hnswlib) over all rows, search only ``rows``
+    of them (``windows`` runs of consecutive rows spread evenly over the matrix), and
+    extrapolate the whole graph's time (index + rows searched × n / rows). The n × k output
+    buffers are allocated and written in full, so the peak RSS is the full build's. Returns
+    (n × k neighbour rows, -1 where not searched; the measured figures; the searched rows)."""
     from rag_complexity_agents.corpus.graph.ann import default_ef_search, hnsw_index, search_rows
 
     n = len(matrix)
@@ -494,14 +560,15 @@ def _sampled_faiss(
     values = np.zeros((n, k), dtype=np.float32)
     values.fill(-1.0)
     tick, cpu = time.perf_counter(), _cpu_seconds()
-    index = hnsw_index(matrix)
+    index = hnsw_index(matrix) if library == "faiss" else _hnswlib_index(matrix, k)
+    search: Any = search_rows if library == "faiss" else _hnswlib_rows
     index_seconds, index_cpu = time.perf_counter() - tick, _cpu_seconds() - cpu
     per_window = max(1, rows // windows)
     starts = _spaced(0, n - per_window + 1, windows)
     tick, cpu = time.perf_counter(), _cpu_seconds()
     for start in starts.tolist():
         stop = start + per_window
-        cols[start:stop], values[start:stop], _ = search_rows(index, matrix, k, start, stop)
+        cols[start:stop], values[start:stop], _ = search(index, matrix, k, start, stop)
     search_seconds, search_cpu = time.perf_counter() - tick, _cpu_seconds() - cpu
     searched = np.concatenate([np.arange(s, s + per_window) for s in starts.tolist()])
     per_row, cpu_per_row = search_seconds / len(searched), search_cpu / len(searched)
@@ -794,17 +861,31 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
         "Load average (1, 5, 15 min) is recorded before and after every timing: the machine "
         "(2 cores) was shared with other jobs, so times are upper bounds of an idle machine's.",
         "",
-        "| method | n_chunks | k | graph_seconds | CPU seconds | peak_rss_mb | graph_recall "
-        "| recall real | load before | load after |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        "| method | n_chunks | k | graph_seconds | CPU seconds | CPU / wall | peak_rss_mb "
+        "| graph_recall | recall real | load before | load after |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for row in scale["rows"]:
         lines.append(
             f"| {row['method']} | {row['n_chunks']:,} | {row['k']} | {row['graph_seconds']} "
-            f"| {row.get('graph_cpu_seconds', '')} | {row['peak_rss_mb']} | {row['graph_recall']} "
+            f"| {row.get('graph_cpu_seconds', '')} | {row.get('cpu_per_wall', '')} "
+            f"| {row['peak_rss_mb']} | {row['graph_recall']} "
             f"| {row.get('graph_recall_real_rows', '')} | {row['loadavg_before']} "
             f"| {row['loadavg_after']} |"
         )
+    clustered = [r for r in scale["rows"] if r.get("clusters")]
+    if clustered:
+        lines += [
+            "",
+            "Cluster rows (`TopKGraph.build(method='cluster')`, default parameters): "
+            + "; ".join(
+                f"{r['n_chunks']:,} k={r['k']}: C = {r['clusters']:,} clusters, P = "
+                f"{r['probes']} probed, {r.get('torch_threads')} torch threads"
+                for r in clustered
+            )
+            + ". CPU / wall ≈ 2 means both cores worked; under load the wall time is an upper "
+            "bound and CPU seconds / 2 estimates an idle machine's wall time.",
+        ]
     extrapolated = [r for r in scale["rows"] if r.get("graph_seconds_extrapolated")]
     if extrapolated:
         lines += [
@@ -843,6 +924,37 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
         ]
         if scale.get("ef_sweep_command"):
             lines += ["", f"Command: `{scale['ef_sweep_command']}`"]
+    if scale.get("cluster_sweep"):
+        ks = sorted(
+            {
+                int(key.rsplit("_", 1)[1])
+                for r in scale["cluster_sweep"]
+                for key in r
+                if "_at_" in key
+            }
+        )
+        lines += [
+            "",
+            "### Cluster blocks: recall against exact by probed clusters",
+            "",
+            f"One cluster-block graph (k = {max(ks)}) per (n, C clusters, P probed clusters), "
+            "k-means included in the seconds; 150 sampled real rows and 150 sampled fill rows, "
+            "each against brute force (a row's first k neighbours are its top-k).",
+            "",
+            "| n | C | P | graph s | CPU s | "
+            + " | ".join(f"recall@{k} real | recall@{k} fill" for k in ks)
+            + " | load before |",
+            "|---:|---:|---:|---:|---:|" + "---:|---:|" * len(ks) + "---|",
+        ]
+        lines += [
+            f"| {r['n_chunks']:,} | {r['clusters']:,} | {r['probes']} | {r['graph_seconds']} "
+            f"| {r['graph_cpu_seconds']} | "
+            + " | ".join(f"{r[f'recall_real_at_{k}']} | {r[f'recall_fill_at_{k}']}" for k in ks)
+            + f" | {r['loadavg_before']} |"
+            for r in scale["cluster_sweep"]
+        ]
+        if scale.get("cluster_sweep_command"):
+            lines += ["", f"Command: `{scale['cluster_sweep_command']}`"]
     nar = scale.get("nar_by_graph")
     if nar:
         methods = list(dict.fromkeys(m for r in nar["rows"] for m in r["recall_at_10"]))
@@ -931,11 +1043,11 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
 
 
 def _capacity(rows: list[dict[str, Any]], gflops: float) -> list[str]:
-    """What 10^8 chunks cost, from the measured rows (the largest approximate build)."""
+    """What 10^8 chunks cost, from the measured rows (the largest cluster-block build)."""
     n, dim = 10**8, 384
-    approx = [r for r in rows if r["method"] == "faiss"]
+    approx = [r for r in rows if r["method"] == "cluster"]
     timed = [r for r in approx if r.get("graph_cpu_seconds")] or approx  # CPU: load-free
-    biggest = max(timed, key=lambda r: r["n_chunks"]) if timed else None
+    biggest = max(timed, key=lambda r: (r["n_chunks"], r["k"])) if timed else None
     out = [
         f"Embeddings: {n * dim * 4 / 1e9:.0f} GB as float32 ({n * dim * 2 / 1e9:.0f} GB "
         "float16): more than this machine's 24 GB of RAM, so no single-machine index holds "
@@ -946,21 +1058,22 @@ def _capacity(rows: list[dict[str, Any]], gflops: float) -> list[str]:
         f"{2 * n * n * dim / gflops / 1e9 / 86400:.0f} days: out of reach.",
     ]
     if biggest is not None:
-        scale = n / biggest["n_chunks"] * math.log(n) / math.log(biggest["n_chunks"])
-        cpu = biggest.get("graph_cpu_seconds")
-        cost = (
-            f"{cpu} CPU-seconds at {biggest['n_chunks']:,} chunks (k = {biggest['k']}), about "
-            f"{cpu * scale / 3600:.0f} CPU-hours ({cpu * scale / 7200 / 24:.0f} days on 2 idle "
-            "cores)"
-            if cpu
-            else f"{biggest['graph_seconds']} s at {biggest['n_chunks']:,} chunks (k = "
-            f"{biggest['k']}, shared machine), about "
-            f"{biggest['graph_seconds'] * scale / 3600:.0f} hours on 2 cores"
-        )
+        from rag_complexity_agents.corpus.graph.cluster import CLUSTER_ROWS
+
+        cpu = biggest.get("graph_cpu_seconds") or biggest["graph_seconds"] * 2
+        blocks = cpu * n / biggest["n_chunks"]  # fixed cluster size and P: linear in n
+        assign = 2 * n * (n / CLUSTER_ROWS) * dim / gflops / 1e9  # every row × every centroid
         out.append(
-            f"Approximate (HNSW) build: ≈ n·log n; from {cost}, and its index "
-            f"needs ≈ {n * (dim * 2 + 64 * 4) / 1e9:.0f} GB of RAM (float16 vectors + links): "
-            "it does not fit this machine either."
+            f"Cluster-block build (the approximate default): its blocks cost n · P · "
+            f"{CLUSTER_ROWS} · d · 2 flop, linear in n: from {cpu} CPU-seconds at "
+            f"{biggest['n_chunks']:,} chunks (k = {biggest['k']}), about "
+            f"{blocks / 3600:.0f} CPU-hours ({blocks / 7200 / 24:.1f} days on 2 idle cores), "
+            f"plus assigning every row to one of {n // CLUSTER_ROWS:,} centroids (2·n·C·d = "
+            f"{2 * n * (n / CLUSTER_ROWS) * dim:.1e} flop, ~{assign / 3600:.0f} h at "
+            f"{gflops:.0f} GFLOP/s; a two-level k-means would make it negligible). But each "
+            "cluster gathers its candidates' vectors from anywhere in the matrix, so the "
+            "vectors must be in RAM: 154 GB do not fit this machine (an out-of-core build "
+            "would first sort the vectors by cluster on disk; not implemented)."
         )
     out.append(
         "What serves 10^8 chunks: the vector database cluster that already holds them "
@@ -1031,7 +1144,14 @@ def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]
         other = json.loads(Path(path).read_text()).get("scale", {})
         for row in other.get("rows", []):
             _add_row(scale, row)
-        for key in ("on_demand", "nar_by_graph", "ef_sweep", "ef_sweep_command"):
+        for key in (
+            "on_demand",
+            "nar_by_graph",
+            "ef_sweep",
+            "ef_sweep_command",
+            "cluster_sweep",
+            "cluster_sweep_command",
+        ):
             if key in other:
                 scale[key] = other[key]
         _write(args.out, {**previous, "scale": scale})
@@ -1041,7 +1161,7 @@ def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]
             "command": args.nar_command or "",
         }
         _write(args.out, {**previous, "scale": scale})
-    if not (args.on_demand_size or args.ef_sweep or args.scale_runs):
+    if not (args.on_demand_size or args.ef_sweep or args.cluster_sweep or args.scale_runs):
         scale["capacity"] = _capacity(scale["rows"], gflops)
         _write(args.out, {**previous, "scale": scale})
         return scale
@@ -1065,6 +1185,14 @@ def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]
             print(f"scale: HNSW recall sweep {spec} ...", flush=True)
             found = _run_child("--child-ef-sweep", spec, args, real_path, sweep_args)
             scale["ef_sweep"].extend(found)
+            _write(args.out, {**previous, "scale": scale})
+        if args.cluster_sweep:
+            scale["cluster_sweep"] = []
+            scale["cluster_sweep_command"] = command
+        for spec in filter(None, args.cluster_sweep.split(",")):
+            print(f"scale: cluster-block recall sweep {spec} ...", flush=True)
+            found = _run_child("--child-cluster-sweep", spec, args, real_path, sweep_args)
+            scale["cluster_sweep"].extend(found)
             _write(args.out, {**previous, "scale": scale})
         for spec in filter(None, args.scale_runs.split(",")):
             method, n, k = spec.split(":")
@@ -1127,6 +1255,12 @@ def main(argv: list[str] | None = None) -> None:
         help="n:M:efConstruction,... HNSW indexes whose recall is swept over --sweep-k × "
         "--sweep-ef (before the --scale-runs)",
     )
+    parser.add_argument(
+        "--cluster-sweep",
+        default="",
+        help="n:C:P1/P2/...,... cluster-block graphs whose recall at --sweep-k is measured for "
+        "each number of probed clusters P (before the --scale-runs)",
+    )
     parser.add_argument("--sweep-k", default="16,100")
     parser.add_argument("--sweep-ef", default="64,128,256,400,600,800")
     parser.add_argument("--real-vectors", help="a .npy of real embeddings to use instead")
@@ -1165,6 +1299,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--real", help=argparse.SUPPRESS)
     parser.add_argument("--child-scale", help=argparse.SUPPRESS)
     parser.add_argument("--child-ef-sweep", help=argparse.SUPPRESS)
+    parser.add_argument("--child-cluster-sweep", help=argparse.SUPPRESS)
     parser.add_argument("--child-graph", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child-matmul", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -1180,6 +1315,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.child_ef_sweep is not None:
         print(json.dumps(_child_ef_sweep(args)))
+        return
+    if args.child_cluster_sweep is not None:
+        print(json.dumps(_child_cluster_sweep(args)))
         return
     results = args.out / "index_build.json"
     previous = json.loads(results.read_text()) if results.is_file() else {}

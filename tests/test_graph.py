@@ -9,8 +9,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
-from rag_complexity_agents.corpus.graph import CorpusGraph, TopKGraph, exact_topk, storage, topk
+from rag_complexity_agents.corpus.graph import (
+    CorpusGraph,
+    TopKGraph,
+    cluster,
+    cluster_topk,
+    exact_topk,
+    storage,
+    topk,
+)
 from rag_complexity_agents.errors import CorpusError
 
 SUBJECTS = [
@@ -403,6 +412,92 @@ def test_auto_method_switches_at_the_threshold(tmp_path: Path) -> None:
     ids = [f"r{i}" for i in range(300)]
     small = TopKGraph.build(tmp_path / "s", vectors, ids, k=5, exact_max_rows=300)
     large = TopKGraph.build(tmp_path / "l", vectors, ids, k=5, exact_max_rows=299)
-    assert (small.method, large.method) == ("exact", "faiss")
+    assert (small.method, large.method) == ("exact", "cluster")
     with pytest.raises(CorpusError, match="unknown graph method"):
         TopKGraph.build(tmp_path / "x", vectors, ids, k=5, method="annoy")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------------
+# approximate graph (cluster blocks)
+# --------------------------------------------------------------------------------------------
+
+
+def overlap(got: np.ndarray, want: np.ndarray) -> float:
+    """Mean |got ∩ want| / k over the rows."""
+    k = want.shape[1]
+    return float(np.mean([len(set(a) & set(b)) / k for a, b in zip(got, want, strict=True)]))
+
+
+def test_cluster_graph_probing_every_cluster_is_the_exact_graph() -> None:
+    vectors = clustered_rows(1500, 24, seed=31)
+    want_rows, want_values = exact_topk(vectors, 10)
+    got_rows, got_values = cluster_topk(vectors, 10, n_clusters=7, probes=7)
+    assert got_rows.dtype == np.int32 and got_rows.shape == (1500, 10)
+    assert overlap(got_rows, want_rows) == 1.0
+    np.testing.assert_array_equal(got_rows, want_rows)  # same order, ties to the lower row
+    np.testing.assert_allclose(got_values, want_values, atol=1e-5)
+
+
+def test_cluster_graph_is_deterministic_with_high_recall_and_exact_similarities() -> None:
+    vectors = clustered_rows(4000, 32, seed=32)
+    want, _ = exact_topk(vectors, 16)
+    got, values = cluster_topk(vectors, 16, n_clusters=40, probes=8)
+    again, values_again = cluster_topk(vectors, 16, n_clusters=40, probes=8)
+    np.testing.assert_array_equal(got, again)
+    np.testing.assert_array_equal(values, values_again)
+    assert 0.9 <= overlap(got, want) < 1.0  # approximate, but close
+    assert not (got == np.arange(4000)[:, None]).any()  # never the row itself
+    assert (np.diff(values, axis=1) <= 0).all()
+    exact_sims = np.einsum(
+        "ij,ij->i", vectors[np.repeat(np.arange(4000), 16)], vectors[got.ravel()]
+    )
+    np.testing.assert_allclose(values.ravel(), exact_sims, atol=1e-5)
+
+
+def test_cluster_graph_gives_rows_with_too_few_candidates_their_exact_lists() -> None:
+    vectors = clustered_rows(300, 8, seed=33)
+    got, values = cluster_topk(vectors, 20, n_clusters=60, probes=1)  # ~5 rows per cluster
+    assert got.shape == (300, 20) and np.isfinite(values).all()
+    assert all(len(set(row)) == 20 for row in got.tolist())  # k distinct others per row
+    assert not (got == np.arange(300)[:, None]).any()
+
+
+def test_spherical_kmeans_gives_unit_centroids_and_rows_probe_their_own_cluster() -> None:
+    vectors = clustered_rows(2000, 16, seed=34)
+    centroids = cluster.spherical_kmeans(vectors, 20, seed=1)
+    assert centroids.shape == (20, 16)
+    np.testing.assert_allclose(np.linalg.norm(centroids, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_array_equal(centroids, cluster.spherical_kmeans(vectors, 20, seed=1))
+    labels, near = cluster.row_probes(torch.from_numpy(vectors), torch.from_numpy(centroids), 3)
+    np.testing.assert_array_equal(labels, (vectors @ centroids.T).argmax(axis=1))
+    assert near.shape == (2000, 3) and (near == labels[:, None]).any(axis=1).all()
+    assert cluster.default_clusters(1) == 1 and cluster.default_clusters(2500) == 3
+
+
+def test_cluster_method_graph_keeps_format_and_extends_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vectors = clustered_rows(3000, 32, seed=35)
+    ids = [f"a{i}" for i in range(3000)]
+    # 3,000 rows with the defaults: 3 clusters, all probed: the exact graph
+    small = TopKGraph.build(tmp_path / "small", vectors, ids, k=12, method="cluster")
+    np.testing.assert_array_equal(np.asarray(small.neighbour_rows), exact_topk(vectors, 12)[0])
+    monkeypatch.setattr(cluster, "CLUSTER_ROWS", 100)  # 30 clusters, 3 probed: approximate
+    monkeypatch.setattr(cluster, "PROBES", 2)
+    built = TopKGraph.build(tmp_path / "g", vectors, ids, k=12, method="cluster")
+    assert built.method == "cluster" and built.stats()["method"] == "cluster"
+    reopened = TopKGraph.open(tmp_path / "g")
+    assert reopened.method == "cluster" and reopened.neighbour_rows.dtype == np.int32
+    assert reopened.similarities.dtype == np.float16
+    old = np.asarray(reopened.neighbour_rows).copy()
+    assert 0.8 < overlap(old, exact_topk(vectors, 12)[0]) < 1.0
+    # extend: the new rows get exact lists, each old list is merged with the new rows
+    more = np.concatenate([vectors, clustered_rows(150, 32, seed=36)])
+    grown = reopened.extend(more, [*ids, *[f"b{i}" for i in range(150)]])
+    assert grown.method == "cluster" and len(TopKGraph.open(tmp_path / "g")) == 3150
+    rows = np.asarray(grown.neighbour_rows)
+    np.testing.assert_array_equal(rows[3000:], exact_topk(more, 12, rows=range(3000, 3150))[0])
+    pool = np.concatenate([old, np.broadcast_to(np.arange(3000, 3150), (3000, 150))], axis=1)
+    sims = np.einsum("id,ijd->ij", more[:3000], more[pool])
+    best = np.take_along_axis(pool, np.argsort(-sims, axis=1, kind="stable")[:, :12], axis=1)
+    assert overlap(rows[:3000], best) > 0.999  # (float16 near-ties may swap)

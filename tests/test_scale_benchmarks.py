@@ -1,5 +1,5 @@
 """The scale tooling of the benchmarks: forcing the graph method of the retrieval benchmark's
-collection, the sampled 1M-style faiss build of ``index_build.py`` and the NAR-by-graph table."""
+collection, the sampled 1M-style HNSW builds of ``index_build.py`` and the NAR-by-graph table."""
 
 from __future__ import annotations
 
@@ -50,15 +50,16 @@ def test_retrieval_benchmark_forces_the_graph_method(
     assert retrieval.parse_args([]).graph_method == "auto"
 
 
-def test_sampled_faiss_build_searches_windows_and_fills_full_buffers(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("library", ["faiss", "hnswlib"])
+def test_sampled_hnsw_build_searches_windows_and_fills_full_buffers(
+    library: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("faiss")
+    pytest.importorskip(library)
     index_build = _benchmark("index_build", monkeypatch)
     rng = np.random.default_rng(0)
     matrix = rng.standard_normal((3000, 32)).astype(np.float32)
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
-    cols, measured, searched = index_build._sampled_faiss(matrix, 8, 400, windows=4)
+    cols, measured, searched = index_build._sampled_hnsw(matrix, 8, 400, library, windows=4)
     assert cols.shape == (3000, 8) and len(searched) == measured["rows_searched"] == 400
     assert searched[0] == 0 and searched[-1] == 2999  # windows spread over all rows
     unsearched = np.setdiff1d(np.arange(3000), searched)

@@ -108,17 +108,18 @@ class GraphConfig(BaseModel):
         description="Rows per block of the exact top-k build.",
         **NEUTRAL,
     )
-    method: Literal["auto", "exact", "faiss"] = Field(
+    method: Literal["auto", "exact", "cluster", "faiss"] = Field(
         "auto",
-        description="'exact' blocked top-k (cost n^2), 'faiss' approximate HNSW (extra 'ann'), "
-        "'auto' = exact up to exact_max_rows chunks, else faiss.",
+        description="'exact' blocked top-k (cost n^2), 'cluster' approximate (exact products "
+        "within k-means cluster neighbourhoods), 'faiss' approximate HNSW (extra 'ann'), "
+        "'auto' = exact up to exact_max_rows chunks, else cluster.",
     )
     exact_max_rows: int = Field(
-        1_000_000,
+        200_000,
         ge=1,
-        description="Largest collection 'auto' builds exactly: 1,000,000, where the exact "
-        "build's n^2 cost reaches faiss HNSW's (~6,800 CPU-s each at 1M chunks on 2 cores, "
-        "measured: docs/scaling.md).",
+        description="Largest collection 'auto' builds exactly: 200,000, near where the exact "
+        "build's n^2 CPU cost meets the cluster-block build's linear one (measured at 100k "
+        "chunks on 2 cores: docs/scaling.md).",
     )
 
 

@@ -1,8 +1,9 @@
 """The neighbourhood graph G (SUNAR §3.1.1): top-k kernels (:mod:`.topk`), crash-safe on-disk
-storage (:mod:`.storage`), approximate neighbours (:mod:`.ann`) and the memory-mapped graph
-(:mod:`.topk_graph`)."""
+storage (:mod:`.storage`), approximate neighbours (:mod:`.cluster`, :mod:`.ann`) and the
+memory-mapped graph (:mod:`.topk_graph`)."""
 
 from .ann import ann_available, approximate_topk
+from .cluster import cluster_topk
 from .topk import DEFAULT_MAX_BLOCK_BYTES, exact_topk, rows_per_block
 from .topk_graph import EXACT_MAX_ROWS, CorpusGraph, GraphMethod, GraphStats, TopKGraph
 
@@ -15,6 +16,7 @@ __all__ = [
     "TopKGraph",
     "ann_available",
     "approximate_topk",
+    "cluster_topk",
     "exact_topk",
     "rows_per_block",
 ]

@@ -3,7 +3,8 @@
 Rows are positions in the caller's embedding matrix (the corpus store keeps it on disk in row
 order). The graph is stored by :mod:`.storage` (crash-safe generations); readers memory-map the
 arrays read-only, so opening a large graph costs almost nothing. The top-k is exact
-(:mod:`.topk`) or, for large collections, approximate (:mod:`.ann`).
+(:mod:`.topk`) or, for large collections, approximate: cluster blocks (:mod:`.cluster`, the
+default above :data:`EXACT_MAX_ROWS`) or an HNSW index (:mod:`.ann`, optional faiss).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import warnings
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
@@ -21,7 +21,8 @@ import numpy as np
 
 from ...errors import CorpusError
 from ...optional import LazyModule
-from .ann import ANN_LIBRARY, ann_available, approximate_topk
+from .ann import ANN_LIBRARY, approximate_topk
+from .cluster import cluster_topk
 from .storage import (
     IDS_FILE,
     META_FILE,
@@ -50,6 +51,7 @@ else:  # only building or extending a graph needs torch; opening one does not
     torch = LazyModule("torch", "building a neighbourhood graph")
 
 __all__ = [
+    "CLUSTER_METHOD",
     "EXACT_MAX_ROWS",
     "CorpusGraph",
     "GraphMethod",
@@ -58,34 +60,32 @@ __all__ = [
     "resolve_method",
 ]
 
-GraphMethod = Literal["auto", "exact", "faiss"]
-#: ``method="auto"`` builds the exact graph up to this many rows and an approximate one above.
-#: Measured on two cores (docs/scaling.md): at 1M rows the HNSW build (:mod:`.ann` settings)
-#: took ~6,770 CPU-seconds, the exact one costs ~6,900 (n² from 69 CPU-seconds at 100k rows):
-#: below a million rows exact is cheaper, and it is exact.
-EXACT_MAX_ROWS = 1_000_000
+GraphMethod = Literal["auto", "exact", "cluster", "faiss"]
+#: The approximate build that ``method="auto"`` uses above the threshold (:mod:`.cluster`).
+CLUSTER_METHOD = "cluster"
+#: ``method="auto"`` builds the exact graph up to this many rows and the cluster-block graph
+#: above: where their CPU costs meet. Measured at 100k rows on the same loaded 2-core machine
+#: (docs/scaling.md): exact 129 CPU-s (k = 16, load ~10), cluster blocks 192.5 CPU-s (k = 100,
+#: P = 48, load ~13, recall 0.964). Exact grows as n², cluster blocks as n (fixed cluster
+#: size), so they meet near 100k · 192.5 / 129 ≈ 150k rows; 200,000 leaves the margin to
+#: exactness (at 200k exact costs ~4 CPU-minutes on an idle machine). Above it the exact
+#: build's n² cost runs away: ~6,900 CPU-s at 1M, against ~10 × the 100k cluster cost.
+EXACT_MAX_ROWS = 200_000
 
 #: Relative slack for comparing float32 similarities with stored float16 ones (2^-10 > 2^-11).
 _FP16_SLACK = 2.0**-10
 
 
 def resolve_method(method: str, n_rows: int, exact_max_rows: int = EXACT_MAX_ROWS) -> str:
-    """The build method ``"exact"`` or ``"faiss"`` that ``method`` means for ``n_rows`` rows."""
-    if method not in ("auto", "exact", ANN_LIBRARY):
-        raise CorpusError(f"unknown graph method {method!r}; use 'auto', 'exact' or 'faiss'")
+    """The build method (``"exact"``, ``"cluster"`` or ``"faiss"``) that ``method`` means for
+    ``n_rows`` rows: ``"auto"`` is exact up to ``exact_max_rows`` rows, cluster above."""
+    if method not in ("auto", "exact", CLUSTER_METHOD, ANN_LIBRARY):
+        raise CorpusError(
+            f"unknown graph method {method!r}; use 'auto', 'exact', 'cluster' or 'faiss'"
+        )
     if method != "auto":
         return method
-    if n_rows <= exact_max_rows:
-        return "exact"
-    if not ann_available():
-        warnings.warn(
-            f"{n_rows:,} rows: the exact neighbourhood graph costs n² and will take long; "
-            "pip install 'rag-complexity-agents[ann]' for the approximate build",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-        return "exact"
-    return ANN_LIBRARY
+    return "exact" if n_rows <= exact_max_rows else CLUSTER_METHOD
 
 
 @runtime_checkable
@@ -151,9 +151,10 @@ class TopKGraph:
     ) -> TopKGraph:
         """Compute the graph of ``embeddings`` (row i ↔ ``ids[i]``) and store it.
 
-        ``method``: ``"exact"`` (blocked exact top-k), ``"faiss"`` (approximate, HNSW; see
-        :mod:`.ann`) or ``"auto"``: exact up to ``exact_max_rows`` rows, approximate above
-        (exact, with a warning, when faiss is not installed). ``k`` is capped at
+        ``method``: ``"exact"`` (blocked exact top-k), ``"cluster"`` (approximate, exact
+        products within k-means cluster neighbourhoods; see :mod:`.cluster`), ``"faiss"``
+        (approximate, HNSW; optional dependency, see :mod:`.ann`) or ``"auto"``: exact up to
+        ``exact_max_rows`` rows, cluster above. ``k`` is capped at
         ``len(ids) - 1``; the requested value is remembered so that :meth:`extend` grows the
         lists once more rows exist. Replaces any graph in ``directory`` (crash-safely).
         """
@@ -168,6 +169,8 @@ class TopKGraph:
             neighbour_rows, values = exact_topk(
                 matrix, k, block_size=block_size, max_block_bytes=max_block_bytes
             )
+        elif chosen == CLUSTER_METHOD:
+            neighbour_rows, values = cluster_topk(matrix, k, max_block_bytes=max_block_bytes)
         else:
             neighbour_rows, values = approximate_topk(matrix, k)
         meta = graph_meta(
@@ -318,7 +321,7 @@ class TopKGraph:
 
     @property
     def method(self) -> str:
-        """How the lists were computed: ``"exact"`` or the ANN library's name (``"faiss"``).
+        """How the lists were computed: ``"exact"``, ``"cluster"`` or ``"faiss"``.
 
         Rows added by :meth:`extend` get exact lists whatever the method."""
         return str(self._meta.get("method", "exact"))
