@@ -67,3 +67,32 @@ def test_equivalence_specs(embedder) -> None:
     with pytest.raises(ModelNotAvailable):
         load_equivalence("nli:/nonexistent")
     assert load_equivalence("embedding", embedder=embedder).name == "embedding"
+
+
+def test_query_vectors_are_encoded_once_per_text(tmp_path) -> None:
+    """NAR scores every batch against the same query and the dense first stage embeds it
+    too: the embedder encodes each query text once (issue 15)."""
+    from rag_complexity_agents.models.embeddings import SentenceTransformerEmbedder
+
+    class CountingModel:
+        def __init__(self) -> None:
+            self.texts: list[str] = []
+
+        def encode(self, texts: list[str], **_: object) -> np.ndarray:
+            self.texts += texts
+            return np.array([[float(len(t)), 1.0] for t in texts], dtype=np.float32)
+
+    embedder = SentenceTransformerEmbedder(tmp_path)
+    model = CountingModel()
+    embedder.__dict__["model"] = model  # the cached_property, without loading weights
+    scorer = BiEncoderScorer(embedder, lambda ids: np.ones((len(ids), 2), dtype=np.float32))
+    for batch in (DOCS[:2], DOCS[2:]):
+        scorer.score("Who directed Spirited Away?", batch)
+    vector = embedder.encode_query("Who directed Spirited Away?")
+    assert model.texts == ["Who directed Spirited Away?"]
+    np.testing.assert_array_equal(vector, embedder.encode(["Who directed Spirited Away?"])[0])
+    assert not vector.flags.writeable  # a shared cached vector cannot be changed by a caller
+    embedder.QUERY_CACHE_SIZE = 1
+    embedder.encode_query("another query")
+    embedder.encode_query("Who directed Spirited Away?")  # evicted: encoded again
+    assert model.texts.count("Who directed Spirited Away?") == 3

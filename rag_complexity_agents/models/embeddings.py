@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
@@ -39,13 +40,22 @@ def resolve_embedding_path(spec: str) -> Path:
 
 
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model from a local directory; rows are L2-normalised float32."""
+    """A sentence-transformers model from a local directory; rows are L2-normalised float32.
+
+    :meth:`encode_query` remembers the vectors of the last :attr:`QUERY_CACHE_SIZE` single
+    texts: one retrieval embeds its query for the dense first stage and again for every NAR
+    batch the bi-encoder scores.
+    """
+
+    QUERY_CACHE_SIZE = 256
 
     def __init__(self, path: str | Path, *, batch_size: int = 64, device: str = "cpu") -> None:
         self.path = Path(path)
         self.batch_size = batch_size
         self.device = device
         self._lock = threading.Lock()
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._queries_lock = threading.Lock()
 
     @cached_property
     def model(self) -> SentenceTransformer:
@@ -95,6 +105,21 @@ class SentenceTransformerEmbedder:
                 show_progress_bar=False,
             )
         return np.ascontiguousarray(vectors, dtype=np.float32)
+
+    def encode_query(self, text: str) -> np.ndarray:
+        """``encode([text])[0]`` (read-only), from the cache when ``text`` was seen lately."""
+        with self._queries_lock:
+            vector = self._queries.get(text)
+            if vector is not None:
+                self._queries.move_to_end(text)
+                return vector
+        vector = self.encode([text])[0]
+        vector.flags.writeable = False
+        with self._queries_lock:
+            self._queries[text] = vector
+            while len(self._queries) > self.QUERY_CACHE_SIZE:
+                self._queries.popitem(last=False)
+        return vector
 
 
 _CACHE: dict[tuple[str, int], SentenceTransformerEmbedder] = {}
