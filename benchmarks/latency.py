@@ -8,7 +8,10 @@ Options: ``--questions N`` (the demo question plus N - 1 demo-corpus questions; 
 ``--presets a,b`` (default: the seven below), ``--cold-presets a,b`` (which presets also get a
 cold ``rca ask`` run; default all, ``none`` for none), ``--home DIR`` (a corpus home holding
 the ``demo`` collection; default: a temporary one, indexed first), ``--threads N|auto``
-(``models.n_threads`` of the warm runs; default: the cpu profile's 1). It measures:
+(``models.n_threads`` of the warm runs; default: the cpu profile's, i.e. unset: the free
+cores), ``--tokens-only`` (only what does not depend on the load: the token and call counts
+per preset; no rates, floors, cold runs or cold-start profile; writes
+``latency_tokens.{json,md}``, so it is informative on a busy machine). It measures:
 
 * ``prefill_tok_s`` / ``decode_tok_s``: the packaged model's prompt and generation rates with
   the thread count the runtime picks, measured before every preset (the top level gives the
@@ -152,8 +155,10 @@ def retrieval_seconds(trace: dict[str, Any]) -> float:
 
 
 def warm_runs(
-    parts: Any, presets: list[str], qs: list[str], chat: Any
+    parts: Any, presets: list[str], qs: list[str], chat: Any, *, rates_too: bool = True
 ) -> tuple[list[dict[str, Any]], list[dict[str, float]]]:
+    """One row per preset and question; the rates measured before each preset (none
+    without ``rates_too``: floors and ratios are then None)."""
     from rag_complexity_agents.eval.strategies import build_strategy
     from rag_complexity_agents.models.llamacpp import runtime_stats
 
@@ -161,9 +166,10 @@ def warm_runs(
     rates_seen: list[dict[str, float]] = []
     for preset in presets:
         strategy = build_strategy(preset, parts)
-        rates = measure_rates(chat)
-        rates_seen.append(rates)
-        print(f"{preset}: rates {rates} load {load_average()}", flush=True)
+        rates = measure_rates(chat) if rates_too else {}
+        if rates:
+            rates_seen.append(rates)
+        print(f"{preset}: rates {rates or 'not measured'} load {load_average()}", flush=True)
         for i, question in enumerate(qs):
             before, load = runtime_stats(), load_average()
             tick = time.perf_counter()
@@ -178,6 +184,8 @@ def warm_runs(
                 delta.get("new_tokens", 0) / rates["prefill_tok_s"]
                 + delta.get("decoded_tokens", 0) / rates["decode_tok_s"]
                 + retrieval
+                if rates
+                else None
             )
             row = {
                 "strategy": preset,
@@ -185,8 +193,8 @@ def warm_runs(
                 "demo": i == 0,
                 "answer": result.answer,
                 "warm_s": round(warm, 2),
-                "floor_s": round(floor, 2),
-                "ratio": round(warm / floor, 2) if floor > 0 else None,
+                "floor_s": round(floor, 2) if floor is not None else None,
+                "ratio": round(warm / floor, 2) if floor else None,
                 "new_tokens": delta.get("new_tokens", 0),
                 "reused_tokens": delta.get("reused_tokens", 0),
                 "prompt_tokens": delta.get("prompt_tokens", 0),
@@ -311,14 +319,16 @@ def summarise(rows: list[dict[str, Any]], cold: dict[str, dict[str, Any]]) -> li
             k: sum(r[k] for r in mine)
             for k in ("new_tokens", "reused_tokens", "decoded_tokens", "model_calls", "llm_calls")
         }
-        warm, floor = (statistics.mean(r[k] for r in mine) for k in ("warm_s", "floor_s"))
+        warm = statistics.mean(r["warm_s"] for r in mine)
+        floors = [r["floor_s"] for r in mine]
+        floor = None if None in floors else statistics.mean(floors)
         n = len(mine)
         out.append(
             {
                 "strategy": preset,
                 "questions": n,
                 "warm_s": round(warm, 2),
-                "floor_s": round(floor, 2),
+                "floor_s": round(floor, 2) if floor is not None else None,
                 "ratio": round(warm / floor, 2) if floor else None,
                 "demo_warm_s": demo["warm_s"],
                 "demo_floor_s": demo["floor_s"],
@@ -401,6 +411,30 @@ def write_markdown(data: dict[str, Any], path: Path) -> None:
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
+def write_tokens_markdown(data: dict[str, Any], path: Path) -> None:
+    """The ``--tokens-only`` table: what the model read and wrote per preset."""
+    loads = data["load_average"]
+    lines = [
+        "# Latency: model work per preset (token counts only)",
+        "",
+        f"`{data['command']}` — {data['machine']}, {data['questions']} question(s), load "
+        f"average {loads['start']} → {loads['end']} (max {loads['max']}). Token and call "
+        "counts do not depend on the load; the seconds do (shown for reference only).",
+        "",
+        "| strategy | new tok | reused tok | decoded tok | model calls | loop LLM calls | "
+        "demo new tok | demo decoded tok | warm s (loaded) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in data["summary"]:
+        demo = next(r for r in data["rows"] if r["strategy"] == s["strategy"] and r["demo"])
+        lines.append(
+            f"| {s['strategy']} | {s['new_tokens']} | {s['reused_tokens']} | "
+            f"{s['decoded_tokens']} | {s['model_calls']} | {s['llm_calls']} | "
+            f"{demo['new_tokens']} | {demo['decoded_tokens']} | {s['warm_s']} |"
+        )
+    path.write_text("\n".join([*lines, ""]), encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--questions", type=int, default=11)
@@ -411,17 +445,30 @@ def main(argv: list[str] | None = None) -> None:
         "--threads",
         default=None,
         help="models.n_threads of the warm runs and rates: a number, "
-        "or 'auto' (free cores); default: the cpu profile's (cold runs always use it)",
+        "or 'auto' (free cores); default: the cpu profile's, unset = the free cores (cold "
+        "runs always use it)",
     )
     ap.add_argument("--no-profile", action="store_true", help="skip the cold-start profile")
-    ap.add_argument("--out", default="latency", help="results file stem")
+    ap.add_argument(
+        "--tokens-only",
+        action="store_true",
+        help="token and call counts only (no rates, floors, cold runs or profile)",
+    )
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="results file stem (default: latency, or latency_tokens with --tokens-only)",
+    )
     args = ap.parse_args(argv)
+    out = args.out or ("latency_tokens" if args.tokens_only else "latency")
     presets = [p for p in args.presets.split(",") if p]
     cold_presets = (
         presets
         if args.cold_presets is None
         else ([] if args.cold_presets == "none" else args.cold_presets.split(","))
     )
+    if args.tokens_only:
+        cold_presets = []
     from rag_complexity_agents.config import Config
     from rag_complexity_agents.eval.strategies import EvalComponents
     from rag_complexity_agents.models.llamacpp import loaded_runtimes
@@ -436,7 +483,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ["RCA_CORPUS__HOME"] = str(home)
     loads = [load_average()]
     qs = questions(args.questions)
-    profile = None if args.no_profile else cold_profile(home)
+    profile = None if args.no_profile or args.tokens_only else cold_profile(home)
     loads.append(load_average())
     overrides: dict[str, Any] = {}
     if args.threads is not None:
@@ -445,7 +492,7 @@ def main(argv: list[str] | None = None) -> None:
     chat = parts.chat
     chat._runtime()  # model loaded
     parts.first_stage.search(DEMO_QUESTION, 5)  # collection open
-    rows, rates = warm_runs(parts, presets, qs, chat)
+    rows, rates = warm_runs(parts, presets, qs, chat, rates_too=not args.tokens_only)
     loads += [r["load"] for r in rows]
     cold = {}
     for preset in cold_presets:
@@ -464,18 +511,21 @@ def main(argv: list[str] | None = None) -> None:
         "questions": len(qs),
         "load_average": {"start": loads[0], "end": loads[-1], "max": max(loads)},
         "idle": max(loads) <= IDLE_LOAD,
-        "prefill_tok_s": statistics.median(r["prefill_tok_s"] for r in rates),
-        "decode_tok_s": statistics.median(r["decode_tok_s"] for r in rates),
+        "prefill_tok_s": statistics.median(r["prefill_tok_s"] for r in rates) if rates else None,
+        "decode_tok_s": statistics.median(r["decode_tok_s"] for r in rates) if rates else None,
         "rates": rates,
         "summary": summary,
-        "targets": targets(summary),
+        "targets": [] if args.tokens_only else targets(summary),
         "cold_profile": profile,
         "rows": rows,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    write_markdown(data, RESULTS / f"{args.out}.md")
-    print(f"wrote {RESULTS / args.out}.json and .md", flush=True)
+    (RESULTS / f"{out}.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    if args.tokens_only:
+        write_tokens_markdown(data, RESULTS / f"{out}.md")
+    else:
+        write_markdown(data, RESULTS / f"{out}.md")
+    print(f"wrote {RESULTS / out}.json and .md", flush=True)
     if tmp is not None:
         tmp.cleanup()
 

@@ -1,5 +1,6 @@
 """End to end with the real packaged chat model on the demo corpus (temperature 0, seed 0,
-the CPU profile: one llama.cpp thread, b = 2, c = 8, m = 3, l = 4), and the Studio server.
+the CPU profile: b = 2, c = 8, m = 3, l = 4, llama.cpp on the free cores), and the Studio
+server.
 
 * the README's main job: ``rca ask "<Makefile DEMO_QUESTION>"`` = Self-Ask + SUNAR + MER;
 * ReAct + NAR on a two-hop demo question;

@@ -406,7 +406,7 @@ def test_unknown_options_fail_clearly(parts: Components) -> None:
 
 def test_cpu_profile_changes_only_defaults() -> None:
     cfg = apply_profile(Config(nar={"b": 7}))
-    assert cfg.nar.b == 7 and cfg.nar.c == 8 and cfg.asu.m == 3 and cfg.models.n_threads == 1
+    assert cfg.nar.b == 7 and cfg.nar.c == 8 and cfg.asu.m == 3 and cfg.models.n_threads is None
     assert apply_profile(Config(agents={"profile": "paper"})).nar.c == 100
 
 

@@ -70,7 +70,7 @@ def test_cpu_profile_fills_in_only_what_nobody_set(
     monkeypatch.delenv("RCA_NAR__C")
     # what nobody set takes the profile's value; 'paper' keeps the paper's
     unset = apply_profile(Config(), "cpu")
-    assert unset.nar.c == 8 and unset.models.n_threads == 1
+    assert unset.nar.c == 8 and unset.models.n_threads is None  # free cores
     assert apply_profile(Config(), "paper").nar.c == 100
     assert is_set(unset, "nar.c") and not is_set(Config(), "nar.c")
     with pytest.raises(ConfigError, match=r"unknown agents\.profile"):

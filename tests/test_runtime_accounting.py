@@ -88,3 +88,14 @@ def test_counts_new_reused_and_decoded_tokens(smol: Any) -> None:
     d = _delta(smol, before)
     assert d["calls"] == 1 and d["decoded_tokens"] == 0
     assert smol.prefix_cache_stats()["busy_ms"] > 0
+
+
+def test_reuse_keeps_whole_canonical_blocks_of_32() -> None:
+    """A prompt sharing only a ~55-token system instruction with the cached one (the ASU
+    prompts) keeps its first 32 positions; a partial last block is never reused."""
+    from rag_complexity_agents.models.llamacpp.prefix_cache import reusable
+
+    assert reusable(shared=55, target=214, canon=192, primed=214) == 32
+    assert reusable(shared=214, target=231, canon=192, primed=214) == 192  # canon caps it
+    assert reusable(shared=214, target=214, canon=192, primed=214) == 214  # the same prompt
+    assert reusable(shared=31, target=214, canon=192, primed=214) == 0

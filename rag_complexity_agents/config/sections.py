@@ -54,7 +54,10 @@ class ModelsConfig(BaseModel):
     ollama_timeout_s: float = Field(120.0, gt=0, **NEUTRAL)
     n_ctx: int = Field(4096, ge=256, description="llama.cpp context window in tokens.")
     n_threads: int | None = Field(
-        None, description="llama.cpp threads; None = all cores (cpu profile: 1).", **NEUTRAL
+        None,
+        description="llama.cpp threads; None = follow the free cores: before each call, the "
+        "available cores minus those other processes kept busy since the previous call.",
+        **NEUTRAL,
     )
     max_tokens: int = Field(256, ge=1, description="Default generation length.")
     temperature: float = Field(0.0, ge=0.0, le=2.0)

@@ -58,7 +58,7 @@ class DenseFirstStage:
         self.store = store
 
     def search(self, query: str, k: int) -> list[ScoredDoc]:
-        vector = self.store.embedder.encode([query])[0]
+        vector = self.store.embedder.encode_query(query)
         return _ranked(self.store, self.store.query_dense(vector, k))
 
 

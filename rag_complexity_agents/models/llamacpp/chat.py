@@ -54,8 +54,9 @@ class LlamaCppChatModel(BaseChatModel):
     n_ctx: int = Field(4096, ge=64)
     n_threads: int | None = Field(
         None,
-        description="None = all available cores. On a machine busy with other work, fewer "
-        "threads (even 1) can be several times faster: llama.cpp threads spin-wait.",
+        description="None = follow the free cores: before each call the runtime uses the "
+        "available cores minus those other processes kept busy since its previous call (no "
+        "reload). llama.cpp threads spin-wait, so a thread on a busy core slows all of them.",
     )
     temperature: float = Field(0.0, ge=0.0)
     top_p: float = Field(0.95, gt=0.0, le=1.0)
