@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 
 from rag_complexity_agents.agents import parsers
 from rag_complexity_agents.agents.parsers import MAX_CHARS
+from rag_complexity_agents.complexity.adaptive.zero_shot import parse_label_reply
 from rag_complexity_agents.complexity.grade.equivalence import parse_groups
+from rag_complexity_agents.complexity.grade.questions import parse_description, parse_question
 from rag_complexity_agents.complexity.grade.triples import parse_triples
 from rag_complexity_agents.errors import RCAError
 from rag_complexity_agents.retrieval.asu import extract_short_answer
@@ -27,6 +29,9 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "asu.extract_short_answer": extract_short_answer,
     "grade.parse_triples": lambda text: parse_triples(text, ["c1", "c2"]),
     "grade.parse_groups": parse_groups,
+    "grade.parse_question": parse_question,
+    "grade.parse_description": lambda text: parse_description(text, "Lyon"),
+    "adaptive.parse_label_reply": parse_label_reply,
     "agents.clean_answer": parsers.clean_answer,
     "agents.clean_query": parsers.clean_query,
     "agents.find_answer": parsers.find_answer,
@@ -80,6 +85,8 @@ def _call(parser: Callable[[str], Any], text: str) -> Any:
 @example(text="[" * 100_000)
 @example(text="a" * 100_000 + "(|")
 @example(text="answer" + " " * 100_000 + "x")
+@example(text="\n" * 100_000 + "Question: Which city is the capital of France?")
+@example(text="\n" * 100_000 + "B the city on the river")
 def test_parsers_never_raise_and_read_a_bounded_prefix(name: str, text: str) -> None:
     parser = PARSERS[name]
     result = _call(parser, text)
