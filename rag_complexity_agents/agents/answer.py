@@ -12,7 +12,7 @@ from ..models.calls import ChatReply
 from ..models.structured import record_format_failure
 from ..text import normalize_answer
 from . import no_retrieval
-from .abstain import unsupported_exemplar
+from .abstain import NOT_FOUND, AbstainMode, abstention
 from .context import NAR_STRATEGIES, AgentContext
 from .prompts import single_step as single_step_prompt
 from .single_step import extract_short_answer
@@ -28,8 +28,6 @@ from .steps import Update, copied_exemplar, costs, reasoning_path, step_docs, st
 from .structured import ShortAnswer, ask_step
 
 UNKNOWN_ANSWER = "unknown"
-NOT_FOUND = "not found"
-"""The answer of a loop that abstains (``agents.abstain``): the evidence supports nothing."""
 YES_NO = frozenset({"yes", "no"})
 MER_SHORT_WORDS = 8
 _CLOSING_CLAUSE = re.compile(
@@ -175,12 +173,13 @@ def shorten_answer(text: str) -> str:
     return answer if 0 < len(answer.split()) <= MER_SHORT_WORDS else ""
 
 
-def final_answer(state: Mapping[str, Any]) -> tuple[str, str]:
-    """(answer, where it came from): :func:`chosen_answer`, or 'unknown' when that is a few-shot
-    exemplar's answer that no retrieved passage supports (:mod:`.abstain`)."""
+def final_answer(state: Mapping[str, Any], abstain: AbstainMode = "exemplar") -> tuple[str, str]:
+    """(answer, where it came from): :func:`chosen_answer`, or "not found" when
+    :func:`.abstain.abstention` (with ``abstain``, the run's ``agents.abstain``) rejects it."""
     answer, source = chosen_answer(state)
-    if unsupported_exemplar(answer, state):
-        return UNKNOWN_ANSWER, f"abstained: {source} gave an exemplar's answer without evidence"
+    why = abstention(answer, state, abstain)
+    if why is not None:
+        return NOT_FOUND, f"abstained: {source} gave {why}"
     return answer, source
 
 
@@ -211,7 +210,6 @@ def chosen_answer(state: Mapping[str, Any]) -> tuple[str, str]:
 
 __all__ = [
     "MER_SHORT_WORDS",
-    "NOT_FOUND",
     "UNKNOWN_ANSWER",
     "YES_NO",
     "answer_from_evidence",
