@@ -574,6 +574,8 @@ def abstention(
     import uuid
     from typing import get_args
 
+    from langgraph.errors import GraphRecursionError
+
     from rag_complexity_agents.agents.abstain import AbstainMode
     from rag_complexity_agents.agents.answer import chosen_answer, final_answer
     from rag_complexity_agents.agents.registry import build_preset
@@ -596,7 +598,13 @@ def abstention(
         graph = build_preset("self_ask_sunar_mer", cfg, components=parts)
     for kind, question in questions:
         started = time.perf_counter()
-        state = graph.invoke({"question": question}, run_config(thread_id=uuid.uuid4().hex))
+        state: dict[str, Any] = {"question": question}
+        stream = graph.stream(state, run_config(thread_id=uuid.uuid4().hex), stream_mode="values")
+        try:  # the final state (as run_graph, which returns only the answer and the trace)
+            for values in stream:
+                state = values
+        except GraphRecursionError:
+            state["stop_reason"] = "recursion_limit"
         unchecked, unchecked_source = chosen_answer(state)
         answers = {}
         for m in modes:
@@ -935,8 +943,8 @@ def _loadavg(data: dict[str, Any], part: str) -> str:
 
 def _abstention_lines(data: dict[str, Any]) -> list[str]:
     ab = data.get("abstention")
-    if not ab:
-        return ["- Not measured yet (`--parts abstention`)."]
+    if not ab or "modes" not in ab:
+        return ["- Not measured with the current check yet (`--parts abstention`)."]
     lines = [
         f"- `{ab['loop']}` with the chat model `{ab['chat_model']}` on "
         f"{ab['questions']} out-of-corpus questions and the knobs {ab['knobs']} "
@@ -1172,18 +1180,14 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown parts {sorted(unknown)}; use {', '.join(PARTS)}")
     out = RESULTS / "robustness.json"
-    data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
     if args.render:
-        write_markdown(data, RESULTS / "robustness.md")
+        write_markdown(_stored(out), RESULTS / "robustness.md")
         return
-    data.pop("notes", None)
-    if "load_average" in data:  # a run before the per-part load averages
-        old = data.pop("load_average")
-        data["load_averages"] = {part: old for part in ("parsers", "writers", "index")}
     load_start = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="rca-robustness-") as tmp_name:
         measured = _measure(parts, args, Path(tmp_name))
     load_end = [round(x, 2) for x in os.getloadavg()]
+    data = _stored(out)  # read now: another run of this script may have written parts meanwhile
     data["machine"] = machine()
     loads = data.setdefault("load_averages", {})
     for part in parts:
@@ -1193,6 +1197,16 @@ def main() -> None:
     out.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     write_markdown(data, RESULTS / "robustness.md")
     print(f"wrote {out} and robustness.md")
+
+
+def _stored(out: Path) -> dict[str, Any]:
+    """The results written so far (in the current layout)."""
+    data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
+    data.pop("notes", None)
+    if "load_average" in data:  # a run before the per-part load averages
+        old = data.pop("load_average")
+        data["load_averages"] = {part: old for part in ("parsers", "writers", "index")}
+    return data
 
 
 if __name__ == "__main__":
