@@ -564,13 +564,18 @@ def _summary(rows: list[dict[str, Any]], mode: str) -> dict[str, Any]:
 
 
 def abstention(
-    tmp: Path, limit: int | None = None, earlier: Path | None = None, mode: str = "exemplar"
+    tmp: Path,
+    limit: int | None = None,
+    earlier: Path | None = None,
+    mode: str = "exemplar",
+    states: Path | None = None,
 ) -> dict[str, Any]:
     """The demo loop (Self-Ask + SUNAR + MER, packaged model) on every out-of-corpus question:
     the answer under each ``agents.abstain`` mode (from the same final state), how many
     contain an exemplar's answer, and how many abstain; the headline figures are those of
     ``mode`` (the default). ``earlier``: the log of an interrupted run, whose questions are
-    kept and not asked again."""
+    kept and not asked again; ``states``: a JSONL file that gets what the final-answer check
+    reads of each final state (to study the check without running the loop again)."""
     import uuid
     from typing import get_args
 
@@ -606,6 +611,11 @@ def abstention(
         except GraphRecursionError:
             state["stop_reason"] = "recursion_limit"
         unchecked, unchecked_source = chosen_answer(state)
+        if states is not None:
+            with open(states, "a", encoding="utf-8") as handle:
+                checked = {k: state.get(k) for k in ("question", "steps", "retrievals", "mer")}
+                kept = {**checked, "loop_answer": state.get("loop_answer")}
+                handle.write(json.dumps(kept, ensure_ascii=False, default=str) + "\n")
         answers = {}
         for m in modes:
             answer, source = final_answer(state, m)  # type: ignore[arg-type]
@@ -1124,7 +1134,9 @@ def _measure(parts: set[str], args: argparse.Namespace, tmp: Path) -> dict[str, 
         from rag_complexity_agents.config import Config
 
         mode = Config().agents.abstain
-        data["abstention"] = abstention(tmp, args.questions, args.abstention_log, mode)
+        data["abstention"] = abstention(
+            tmp, args.questions, args.abstention_log, mode, args.abstention_states
+        )
     if args.dev_runs:
         paths = [Path(p) for p in args.dev_runs.split(",")]
         data["abstention_dev"] = {"files": [str(p) for p in paths], "rows": dev_cover_em(paths)}
@@ -1155,6 +1167,12 @@ def main() -> None:
         type=Path,
         default=None,
         help="abstention: the log of an interrupted run (its questions are not asked again)",
+    )
+    parser.add_argument(
+        "--abstention-states",
+        type=Path,
+        default=None,
+        help="abstention: append what the final-answer check reads of each run to this JSONL",
     )
     parser.add_argument(
         "--dev-runs",
