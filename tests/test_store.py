@@ -159,7 +159,7 @@ def test_ingest_keeps_no_more_than_a_batch_of_chunks_in_memory(
 
     def counting(self: CorpusStore, batch) -> None:
         gc.collect()
-        alive.append(sum(isinstance(obj, Chunk) for obj in gc.get_objects()))
+        alive.append(sum(type(obj) is Chunk for obj in gc.get_objects()))
         original(self, batch)
 
     monkeypatch.setattr(CorpusStore, "_add_batch", counting)
