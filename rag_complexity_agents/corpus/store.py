@@ -285,6 +285,7 @@ class CorpusStore:
                 path=str(self.directory / "chroma"), settings=settings
             )
         self._chroma_max_batch = int(client.get_max_batch_size())
+        self._chroma_client = client
         return client.get_or_create_collection(
             name=self.manifest.name,
             # Chroma's EmbeddingFunction type also takes images; this one embeds texts only
@@ -460,6 +461,7 @@ class CorpusStore:
                 try:
                     self._add_all(new, n_new, progress=progress)
                 finally:
+                    self._release_chroma()  # BM25 and the graph do not need its HNSW index
                     self._discard_if_uncommitted()
                 del known
                 self.refresh_indexes()
@@ -477,6 +479,14 @@ class CorpusStore:
             while batch := list(itertools.islice(chunks, batch_size)):
                 self._add_batch(batch)
                 bar.update(len(batch))
+
+    def _release_chroma(self) -> None:
+        """Close this store's Chroma client (the next use opens it again): a local Chroma
+        holds the collection's HNSW index in memory while its client is open."""
+        self.__dict__.pop("_chroma_collection", None)
+        client = self.__dict__.pop("_chroma_client", None)
+        if client is not None:
+            client.close()
 
     def _discard_if_uncommitted(self) -> None:
         """Remove the directory of a collection whose first index committed nothing, unless
