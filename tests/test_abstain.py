@@ -81,6 +81,7 @@ def test_ungrounded_answers_are_replaced_only_in_that_mode() -> None:
     assert abstention("Atlantis", state, "ungrounded")
     assert abstention("the city of Tokyo", state, "ungrounded") is None
     assert abstention("Yes", state, "ungrounded") is None
+    assert abstention("unknown", state, "ungrounded") is None  # already says so
 
 
 def test_final_answer_abstains_on_an_unsupported_exemplar_answer() -> None:

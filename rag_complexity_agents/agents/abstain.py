@@ -14,8 +14,8 @@ run's final answer, whatever loop or prompt the answer came through.
 The passages a run read are those its steps retrieved (``state["retrievals"]``, title and
 text). A run that retrieved nothing (closed book, e.g. the ``no_retrieval`` loop) answers from
 the model's knowledge and is left alone, and so are yes/no answers (a kind of answer rather
-than content). Each loop also drops its own exemplars' answers as they appear
-(:func:`.steps.copied_exemplar`).
+than content) and answers that already say nothing was found ("unknown", …). Each loop
+also drops its own exemplars' answers as they appear (:func:`.steps.copied_exemplar`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from ..eval.metrics import cover_em
 from ..text import STOPWORDS, normalize_answer
+from .retrieve import UNANSWERED
 
 AbstainMode = Literal["exemplar", "ungrounded"]
 """Which answers :func:`abstention` replaces (``agents.abstain``): ``"exemplar"`` the
@@ -89,7 +90,7 @@ def abstention(answer: str, state: Mapping[str, Any], mode: AbstainMode = "exemp
     docstring), or None to keep it."""
     passages = _read_passages(state)
     norm = normalize_answer(answer)
-    if not passages or not norm or norm in _YES_NO:
+    if not passages or not norm or norm in _YES_NO or norm in UNANSWERED:
         return None
     copied = copied_exemplars(answer)
     if copied:
