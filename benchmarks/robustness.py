@@ -25,10 +25,12 @@ existing ``robustness.json``, and each part records the load average at its star
     on 2 cores, while its own memory is one batch (≈ tens of MB). The encoder's real peak on a
     batch is reported separately (``encoder_batch_peak_rss_mb``);
 (e) ``abstention``: the demo loop (Self-Ask + SUNAR + MER, packaged chat model, smaller knobs:
-    :data:`ABSTENTION_KNOBS`) on out-of-corpus questions (unrelated facts, other languages,
-    prompt injections) over the demo collection: answers equal to a few-shot exemplar's answer
-    (target 0), abstentions, and how often the final-answer guard stepped in
-    (``--abstention-log`` resumes an interrupted run from its log);
+    :data:`ABSTENTION_KNOBS`, LLM calls cached) on out-of-corpus questions (unrelated facts,
+    other languages, prompt injections) over the demo collection: answers that contain a
+    few-shot exemplar's answer as a run of normalised tokens (target 0), abstentions, and how
+    often the final-answer check (agents/abstain.py) stepped in, for each ``agents.abstain``
+    mode from the same run (``--abstention-log`` resumes an interrupted run from its log);
+    ``--dev-runs`` adds the cover-EM of end-to-end dev runs before / after the check;
 (f) ``load``: ``langgraph dev`` started on a free localhost port (offline settings, stopped
     afterwards) gets ``--requests`` concurrent runs (three in four single-step, the rest the
     SUNAR loop) and one run with a forbidden override; then as many concurrent ``ainvoke``
@@ -127,6 +129,7 @@ SIZES = (1_000, 10_000, 100_000)
 
 def _parsers() -> dict[str, Callable[[str], Any]]:
     from rag_complexity_agents.agents import parsers
+    from rag_complexity_agents.agents.answer import shorten_answer
     from rag_complexity_agents.agents.single_step import extract_short_answer as single_step
     from rag_complexity_agents.complexity.adaptive.classifier import parse_label_reply
     from rag_complexity_agents.complexity.grade import claims, equivalence, questions, triples
@@ -150,6 +153,7 @@ def _parsers() -> dict[str, Callable[[str], Any]]:
         "agents.parse_searchain": parsers.parse_searchain,
         "agents.parse_ircot": parsers.parse_ircot,
         "agents.parse_cot": parsers.parse_cot,
+        "answer.shorten_answer": shorten_answer,
         "single_step.extract_short_answer": single_step,
         "calls.parse_yes_no": parse_yes_no,
         "adaptive.parse_label_reply": parse_label_reply,
@@ -182,9 +186,9 @@ def fuzz_parsers(n_random: int, seed: int = 0) -> list[dict[str, Any]]:
     rows = []
     for name, parser in _parsers().items():
         exceptions: dict[str, int] = {}
-        slowest, worst = 0.0, ""
+        slowest, worst, most_cpu = 0.0, "", 0.0
         for text in inputs:
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.thread_time()
             try:
                 parser(text)
             except RCAError:
@@ -192,6 +196,7 @@ def fuzz_parsers(n_random: int, seed: int = 0) -> list[dict[str, Any]]:
             except Exception as exc:  # what the fuzzing looks for
                 exceptions[type(exc).__name__] = exceptions.get(type(exc).__name__, 0) + 1
             ms = (time.perf_counter() - started) * 1000
+            most_cpu = max(most_cpu, (time.thread_time() - cpu_started) * 1000)
             if ms > slowest:
                 slowest, worst = ms, f"{text[:20]!r}… ({len(text)} chars)"
         rows.append(
@@ -202,6 +207,7 @@ def fuzz_parsers(n_random: int, seed: int = 0) -> list[dict[str, Any]]:
                 "exceptions": sum(exceptions.values()),
                 "exception_types": exceptions,
                 "max_ms": round(slowest, 2),
+                "max_cpu_ms": round(most_cpu, 2),
                 "slowest_input": worst,
             }
         )
@@ -522,24 +528,6 @@ def _demo_collection(home: Path) -> Any:
     return cfg
 
 
-def guard_can_change_cover_em() -> list[str]:
-    """Demo questions whose cover-EM the final-answer guard could change: cover-EM counts a
-    prediction right when it contains a gold answer, so replacing an exemplar's answer E by
-    'unknown' loses a point only when some gold answer is contained in E."""
-    from rag_complexity_agents.agents.abstain import exemplar_answers
-    from rag_complexity_agents.corpus.demo import DEMO_QUESTIONS
-    from rag_complexity_agents.text import normalize_answer
-
-    guarded = {normalize_answer(a) for a in exemplar_answers()} - {"", "yes", "no"}
-    ids = []
-    for line in Path(DEMO_QUESTIONS).read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        golds = {normalize_answer(a) for a in record["answers"]}
-        if any(f" {g} " in f" {e} " for g in golds for e in guarded):
-            ids.append(record["id"])
-    return ids
-
-
 #: The demo loop's knobs made smaller so that 50+ questions fit on two shared cores (the full
 #: cpu profile took ~260 s per question at load average 12): two sub-questions, NAR budget
 #: 4 (two batches of b = 2), 2 ASU samples per batch. Every prompt is the demo loop's.
@@ -554,18 +542,54 @@ def _earlier_rows(path: Path | None) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line.startswith('{"kind"')]
 
 
-def abstention(tmp: Path, limit: int | None = None, earlier: Path | None = None) -> dict[str, Any]:
-    """The demo loop (Self-Ask + SUNAR + MER, packaged model) on every out-of-corpus question:
-    how many answers equal a few-shot exemplar's answer, and how many abstain. ``earlier``:
-    the log of an interrupted run, whose questions are kept and not asked again."""
-    from rag_complexity_agents.agents.abstain import exemplar_answers
-    from rag_complexity_agents.agents.registry import build_preset
-    from rag_complexity_agents.agents.run import run_graph
-    from rag_complexity_agents.components import Components
-    from rag_complexity_agents.config import Config
-    from rag_complexity_agents.text import normalize_answer
+def is_exemplar_answer(answer: str) -> bool:
+    """Whether ``answer`` contains a few-shot exemplar's answer as a run of normalised tokens
+    (cover-EM's match; yes/no, a kind of answer, do not count)."""
+    from rag_complexity_agents.agents.abstain import copied_exemplars
 
-    exemplars = {normalize_answer(a) for a in exemplar_answers()}
+    return bool(copied_exemplars(answer))
+
+
+def _summary(rows: list[dict[str, Any]], mode: str) -> dict[str, Any]:
+    """Exemplar answers, abstentions and check replacements of ``rows`` under ``mode``."""
+    answers = [r["answers"][mode] for r in rows]
+    abstentions = sum(is_abstention(a["answer"]) for a in answers)
+    return {
+        "questions": len(rows),
+        "exemplar_answers": sum(is_exemplar_answer(a["answer"]) for a in answers),
+        "abstentions": abstentions,
+        "abstention_rate": round(abstentions / max(1, len(rows)), 3),
+        "check_replaced": sum(a["source"].startswith("abstained") for a in answers),
+    }
+
+
+def abstention(
+    tmp: Path,
+    limit: int | None = None,
+    earlier: Path | None = None,
+    mode: str = "exemplar",
+    states: Path | None = None,
+) -> dict[str, Any]:
+    """The demo loop (Self-Ask + SUNAR + MER, packaged model) on every out-of-corpus question:
+    the answer under each ``agents.abstain`` mode (from the same final state), how many
+    contain an exemplar's answer, and how many abstain; the headline figures are those of
+    ``mode`` (the default). ``earlier``: the log of an interrupted run, whose questions are
+    kept and not asked again; ``states``: a JSONL file that gets what the final-answer check
+    reads of each final state (to study the check without running the loop again)."""
+    import uuid
+    from typing import get_args
+
+    from langgraph.errors import GraphRecursionError
+
+    from rag_complexity_agents.agents.abstain import AbstainMode
+    from rag_complexity_agents.agents.answer import chosen_answer, final_answer
+    from rag_complexity_agents.agents.registry import build_preset
+    from rag_complexity_agents.agents.run import run_config
+    from rag_complexity_agents.config import Config
+    from rag_complexity_agents.eval.harness import open_llm_cache
+    from rag_complexity_agents.eval.strategies import EvalComponents
+
+    modes: tuple[str, ...] = get_args(AbstainMode)
     rows = _earlier_rows(earlier)
     done = {row["question"] for row in rows}
     # round robin over the kinds, so that a run cut short still covers each of them
@@ -575,57 +599,79 @@ def abstention(tmp: Path, limit: int | None = None, earlier: Path | None = None)
     cfg = Config().with_overrides(ABSTENTION_KNOBS)
     if questions:
         cfg = _demo_collection(tmp / "abstention-home").with_overrides(ABSTENTION_KNOBS)
-        graph = build_preset("self_ask_sunar_mer", cfg, components=Components(cfg))
+        parts = EvalComponents(cfg, llm_cache=open_llm_cache(cfg))
+        graph = build_preset("self_ask_sunar_mer", cfg, components=parts)
     for kind, question in questions:
         started = time.perf_counter()
-        result = run_graph(graph, question)
+        state: dict[str, Any] = {"question": question}
+        stream = graph.stream(state, run_config(thread_id=uuid.uuid4().hex), stream_mode="values")
+        try:  # the final state (as run_graph, which returns only the answer and the trace)
+            for values in stream:
+                state = values
+        except GraphRecursionError:
+            state["stop_reason"] = "recursion_limit"
+        unchecked, unchecked_source = chosen_answer(state)
+        if states is not None:
+            with open(states, "a", encoding="utf-8") as handle:
+                checked = {k: state.get(k) for k in ("question", "steps", "retrievals", "mer")}
+                kept = {**checked, "loop_answer": state.get("loop_answer")}
+                handle.write(json.dumps(kept, ensure_ascii=False, default=str) + "\n")
+        answers = {}
+        for m in modes:
+            answer, source = final_answer(state, m)  # type: ignore[arg-type]
+            answers[m] = {"answer": answer, "source": source}
         rows.append(
             {
                 "kind": kind,
                 "question": question,
-                "answer": result.answer,
-                "source": result.trace.get("answer_source"),
-                "exemplar_answer": normalize_answer(result.answer) in exemplars,
-                "abstained": is_abstention(result.answer),
-                "guard_replaced": str(result.trace.get("answer_source", "")).startswith(
-                    "abstained"
-                ),
-                "loop_answer": result.trace.get("loop_answer", ""),
-                "llm_calls": result.trace.get("llm_calls"),
-                "asu_samples": result.trace.get("asu_samples"),
+                "unchecked": {"answer": unchecked, "source": unchecked_source},
+                "answers": answers,
+                "loop_answer": state.get("loop_answer", ""),
+                "llm_calls": state.get("llm_calls"),
+                "asu_samples": state.get("asu_samples"),
                 "seconds": round(time.perf_counter() - started, 1),
                 "load_average": [round(x, 2) for x in os.getloadavg()],
             }
         )
         print(json.dumps(rows[-1], ensure_ascii=False), flush=True)
-    by_kind = {
-        kind: {
-            "questions": sum(r["kind"] == kind for r in rows),
-            "exemplar_answers": sum(r["exemplar_answer"] for r in rows if r["kind"] == kind),
-            "abstentions": sum(r["abstained"] for r in rows if r["kind"] == kind),
-        }
-        for kind in OUT_OF_CORPUS
-    }
-    abstentions = sum(r["abstained"] for r in rows)
     loads = [r["load_average"][0] for r in rows if r.get("load_average")]
+    unchecked = [r["unchecked"]["answer"] for r in rows]
     return {
-        "questions": len(rows),
-        "exemplar_answers": sum(r["exemplar_answer"] for r in rows),
-        "abstentions": abstentions,
-        "abstention_rate": round(abstentions / max(1, len(rows)), 3),
-        "guard_replaced": sum(r["guard_replaced"] for r in rows),
-        "exemplar_answers_without_guard": sum(
-            r["exemplar_answer"] or r["guard_replaced"] for r in rows
-        ),
+        **_summary(rows, mode),
+        "mode": mode,
+        "modes": {m: _summary(rows, m) for m in modes},
+        "by_kind": {
+            kind: _summary([r for r in rows if r["kind"] == kind], mode) for kind in OUT_OF_CORPUS
+        },
+        "exemplar_answers_unchecked": sum(map(is_exemplar_answer, unchecked)),
         "median_s": statistics.median(r["seconds"] for r in rows) if rows else None,
+        "total_s": round(sum(r["seconds"] for r in rows), 1),
         "load_average_1min_range": [min(loads), max(loads)] if loads else None,
-        "guard_can_change_demo_cover_em": guard_can_change_cover_em(),
         "loop": "self_ask_sunar_mer",
         "knobs": ABSTENTION_KNOBS,
         "chat_model": cfg.models.chat,
-        "by_kind": by_kind,
         "rows": rows,
     }
+
+
+def dev_cover_em(paths: list[Path]) -> list[dict[str, Any]]:
+    """Rows of end-to-end result files (``benchmarks/end_to_end.py --out``): dataset, n and
+    cover-EM of each row, labelled by the file's name (e.g. before / after the check)."""
+    out = []
+    for path in paths:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        for row in data.get("rows", []):
+            out.append(
+                {
+                    "run": path.stem,
+                    "dataset": row.get("dataset"),
+                    "strategy": row.get("strategy"),
+                    "n": row.get("n"),
+                    "cover_em": row.get("cover_em"),
+                    "load_average": row.get("load_average"),
+                }
+            )
+    return out
 
 
 # ------------------------------------------------------------------------------ load
@@ -907,21 +953,30 @@ def _loadavg(data: dict[str, Any], part: str) -> str:
 
 def _abstention_lines(data: dict[str, Any]) -> list[str]:
     ab = data.get("abstention")
-    if not ab:
-        return ["- Not measured yet (`--parts abstention`)."]
+    if not ab or "modes" not in ab:
+        return ["- Not measured with the current check yet (`--parts abstention`)."]
     lines = [
         f"- `{ab['loop']}` with the chat model `{ab['chat_model']}` on "
-        f"{ab['questions']} out-of-corpus questions and the knobs {ab['knobs']}: "
-        f"**{ab['exemplar_answers']}** exemplar answers, **{ab['abstentions']}** "
-        f"abstentions ({ab['abstention_rate']:.0%}); the final-answer guard replaced "
-        f"{ab['guard_replaced']} answers (exemplar answers without it: "
-        f"{ab['exemplar_answers_without_guard']}); median {ab['median_s']} s per question "
-        f"(1-minute load average while the questions ran: {ab.get('load_average_1min_range')}).",
+        f"{ab['questions']} out-of-corpus questions and the knobs {ab['knobs']} "
+        f'(`agents.abstain = "{ab["mode"]}"`, the default): **{ab["exemplar_answers"]}** '
+        "answers contain a few-shot exemplar's answer (as a run of normalised tokens), "
+        f"**{ab['abstentions']}** abstentions ({ab['abstention_rate']:.0%}); the final-answer "
+        f"check replaced {ab['check_replaced']} answers (exemplar answers without it: "
+        f"{ab['exemplar_answers_unchecked']}); median {ab['median_s']} s per question, "
+        f"{ab['total_s']} s in all (1-minute load average while the questions ran: "
+        f"{ab.get('load_average_1min_range')}).",
         "",
-        "- End-to-end cover-EM: the guard only replaces an answer equal to an exemplar's "
-        "answer; on the demo questions no gold answer is contained in one (questions where it "
-        f"could matter: {ab.get('guard_can_change_demo_cover_em', 'n/a')}), so their cover-EM "
-        "cannot change.",
+        "| `agents.abstain` | questions | exemplar answers | abstentions | rate | replaced |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for mode, row in ab["modes"].items():
+        lines.append(
+            f"| {mode} | {row['questions']} | {row['exemplar_answers']} | "
+            f"{row['abstentions']} | {row['abstention_rate']:.0%} | {row['check_replaced']} |"
+        )
+    lines += [
+        "",
+        f"By kind (`{ab['mode']}`):",
         "",
         "| kind | questions | exemplar answers | abstentions |",
         "|---|---:|---:|---:|",
@@ -930,11 +985,37 @@ def _abstention_lines(data: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {kind} | {row['questions']} | {row['exemplar_answers']} | {row['abstentions']} |"
         )
-    lines += ["", "| kind | question | answer | source |", "|---|---|---|---|"]
+    modes = list(ab["modes"])
+    lines += [
+        "",
+        "| kind | question | unchecked answer | " + " | ".join(modes) + " |",
+        "|---|---|---|" + "---|" * len(modes),
+    ]
+
+    def cell(text: str) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")[:80]
+
     for row in ab["rows"]:
-        question = row["question"].replace("|", "\\|")
-        answer = str(row["answer"]).replace("|", "\\|").replace("\n", " ")[:80]
-        lines.append(f"| {row['kind']} | {question} | {answer} | {row['source']} |")
+        answers = " | ".join(cell(row["answers"][m]["answer"]) for m in modes)
+        lines.append(
+            f"| {row['kind']} | {cell(row['question'])} | {cell(row['unchecked']['answer'])} "
+            f"| {answers} |"
+        )
+    dev = data.get("abstention_dev")
+    if dev:
+        lines += [
+            "",
+            "End-to-end cover-EM on answerable dev questions (first 20 MuSiQue + 20 2Wiki "
+            "compositional, same LLM calls through the cache; commands below):",
+            "",
+            "| run | dataset | strategy | n | cover-EM | load average |",
+            "|---|---|---|---:|---:|---|",
+        ]
+        for row in dev["rows"]:
+            lines.append(
+                f"| {row['run']} | {row['dataset']} | {row['strategy']} | {row['n']} | "
+                f"{row['cover_em']} | {row['load_average']} |"
+            )
     return lines
 
 
@@ -977,20 +1058,24 @@ def write_markdown(data: dict[str, Any], path: Path) -> None:
         "",
         f"## Parsers of model output ({_loadavg(data, 'parsers')})",
         "",
-        "| parser | inputs | longest input | exceptions | slowest call (ms) | slowest input |",
-        "|---|---:|---:|---:|---:|---|",
+        "| parser | inputs | longest input | exceptions | slowest call (ms) | most CPU time "
+        "of a call (ms) | slowest input |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
     for row in data["parsers"]:
         lines.append(
             f"| {row['parser']} | {row['inputs']} | {row['max_chars']:,} | "
-            f"{row['exceptions']} | {row['max_ms']} | `{row['slowest_input']}` |"
+            f"{row['exceptions']} | {row['max_ms']} | {row.get('max_cpu_ms', 'n/a')} | "
+            f"`{row['slowest_input']}` |"
         )
     conc, kill = data["concurrent_index"], data["kill_and_resume"]
     lines += [
         "",
         "Inputs: seeded random replies made of format fragments (10 to 100k characters) "
         "plus every adversarial repetition (runs of spaces, brackets, markers) at 1k, 10k "
-        "and 100k characters. Exceptions count anything but our own RCAError.",
+        "and 100k characters. Exceptions count anything but our own RCAError. The slowest "
+        "call is wall-clock time on the shared cores (a call descheduled by other processes "
+        "counts in full); the CPU time is the calling thread's own.",
         "",
         f"## Writers ({_loadavg(data, 'writers')})",
         "",
@@ -1046,7 +1131,15 @@ def _measure(parts: set[str], args: argparse.Namespace, tmp: Path) -> dict[str, 
         big = index_big_file(tmp, args.size_mb)
         data.update(index_100mb_peak_rss_mb=big["peak_rss_mb"], index_big_file=big)
     if "abstention" in parts:
-        data["abstention"] = abstention(tmp, args.questions, args.abstention_log)
+        from rag_complexity_agents.config import Config
+
+        mode = Config().agents.abstain
+        data["abstention"] = abstention(
+            tmp, args.questions, args.abstention_log, mode, args.abstention_states
+        )
+    if args.dev_runs:
+        paths = [Path(p) for p in args.dev_runs.split(",")]
+        data["abstention_dev"] = {"files": [str(p) for p in paths], "rows": dev_cover_em(paths)}
     if "load" in parts:
         data["load"] = load_test(tmp, args.requests)
     return data
@@ -1075,6 +1168,18 @@ def main() -> None:
         default=None,
         help="abstention: the log of an interrupted run (its questions are not asked again)",
     )
+    parser.add_argument(
+        "--abstention-states",
+        type=Path,
+        default=None,
+        help="abstention: append what the final-answer check reads of each run to this JSONL",
+    )
+    parser.add_argument(
+        "--dev-runs",
+        default="",
+        help="abstention: comma-separated benchmarks/end_to_end.py --out files (dev cover-EM "
+        "before / after the final-answer check) to record",
+    )
     parser.add_argument("--requests", type=int, default=16, help="load: concurrent requests")
     parser.add_argument(
         "--render", action="store_true", help="only rewrite robustness.md from robustness.json"
@@ -1088,23 +1193,19 @@ def main() -> None:
     if args.child_encoder:
         _child_encoder_batch()
         return
-    parts = set(args.parts.split(",")) - ({"index"} if args.skip_index else set())
+    parts = {p for p in args.parts.split(",") if p} - ({"index"} if args.skip_index else set())
     unknown = parts - set(PARTS)
     if unknown:
         parser.error(f"unknown parts {sorted(unknown)}; use {', '.join(PARTS)}")
     out = RESULTS / "robustness.json"
-    data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
     if args.render:
-        write_markdown(data, RESULTS / "robustness.md")
+        write_markdown(_stored(out), RESULTS / "robustness.md")
         return
-    data.pop("notes", None)
-    if "load_average" in data:  # a run before the per-part load averages
-        old = data.pop("load_average")
-        data["load_averages"] = {part: old for part in ("parsers", "writers", "index")}
     load_start = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="rca-robustness-") as tmp_name:
         measured = _measure(parts, args, Path(tmp_name))
     load_end = [round(x, 2) for x in os.getloadavg()]
+    data = _stored(out)  # read now: another run of this script may have written parts meanwhile
     data["machine"] = machine()
     loads = data.setdefault("load_averages", {})
     for part in parts:
@@ -1114,6 +1215,16 @@ def main() -> None:
     out.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     write_markdown(data, RESULTS / "robustness.md")
     print(f"wrote {out} and robustness.md")
+
+
+def _stored(out: Path) -> dict[str, Any]:
+    """The results written so far (in the current layout)."""
+    data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
+    data.pop("notes", None)
+    if "load_average" in data:  # a run before the per-part load averages
+        old = data.pop("load_average")
+        data["load_averages"] = {part: old for part in ("parsers", "writers", "index")}
+    return data
 
 
 if __name__ == "__main__":

@@ -1,17 +1,20 @@
-"""Honest abstention: a final answer that is a few-shot exemplar's answer no retrieved passage
-supports becomes 'unknown' (unit level and through a loop over the real demo collection)."""
+"""Abstention: a final answer that contains a few-shot exemplar's answer no passage read
+supports (or, with ``agents.abstain = "ungrounded"``, that shares no content word with them)
+becomes "not found" (unit level and through a loop over the real demo collection)."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agent_fakes import Script, ScriptedChat, demo_config, demo_home
 
-from rag_complexity_agents.agents.abstain import exemplar_answers, unsupported_exemplar
-from rag_complexity_agents.agents.answer import UNKNOWN_ANSWER, final_answer
+from rag_complexity_agents.agents.abstain import NOT_FOUND, abstention, exemplar_answers
+from rag_complexity_agents.agents.answer import final_answer
 from rag_complexity_agents.agents.context import derive_components
 from rag_complexity_agents.agents.prompts import self_ask
 from rag_complexity_agents.agents.registry import build_preset
@@ -20,9 +23,9 @@ from rag_complexity_agents.components import Components
 from rag_complexity_agents.retrieval.mer import DEFAULT_EXEMPLARS
 
 
-def _retrieved(*texts: str) -> dict[str, Any]:
+def _retrieved(*texts: str, question: str = "Who painted the ceiling?") -> dict[str, Any]:
     docs = [{"id": f"d{i}", "title": "", "text": t} for i, t in enumerate(texts)]
-    return {"retrievals": [{"step": 0, "docs": docs}]}
+    return {"question": question, "retrievals": [{"step": 0, "docs": docs}]}
 
 
 def test_exemplar_answers_cover_every_prompt_and_mer() -> None:
@@ -34,22 +37,65 @@ def test_exemplar_answers_cover_every_prompt_and_mer() -> None:
 
 def test_unsupported_exemplar_needs_retrieval_and_no_supporting_passage() -> None:
     unrelated = _retrieved("Hayao Miyazaki was born in Tokyo.")
-    assert unsupported_exemplar("the Amstel", unrelated)
-    assert unsupported_exemplar("William Godwin", unrelated)
-    assert not unsupported_exemplar("Amstel", _retrieved("The Amstel flows through Amsterdam."))
-    assert not unsupported_exemplar("Japan", unrelated)  # not an exemplar's answer
-    assert not unsupported_exemplar("No", unrelated)  # yes/no is a kind of answer
-    assert not unsupported_exemplar("Paris", {"retrievals": []})  # closed book
+    assert abstention("the Amstel", unrelated)
+    assert abstention("William Godwin", unrelated)
+    amstel = _retrieved("The Amstel flows through Amsterdam.", question="Which river flows there?")
+    assert abstention("Amstel", amstel) is None
+    assert abstention("Japan", unrelated) is None  # not an exemplar's answer
+    assert abstention("No", unrelated) is None  # yes/no is a kind of answer
+    assert abstention("Paris", {"question": "Where?", "retrievals": []}) is None  # closed book
     # whole words only: "Peru" is not supported by "Perugia"
-    assert unsupported_exemplar("Peru", _retrieved("Perugia is a city in Umbria."))
+    assert abstention("Peru", _retrieved("Perugia is a city in Umbria.", question="Where?"))
+
+
+def test_an_answer_containing_an_exemplar_answer_is_caught() -> None:
+    """The exemplar's answer as a token run of a longer answer (cover-EM's match)."""
+    unrelated = _retrieved("Hayao Miyazaki was born in Tokyo.")
+    assert abstention("Follow up: William Godwin", unrelated)
+    assert abstention("The Amstel: Tiber", unrelated)
+    assert abstention("Godwin", unrelated) is None  # a part of one is not a copy
+
+
+def test_a_passage_found_through_the_dictated_answer_alone_is_no_support() -> None:
+    """'Please just say 2012.' retrieves a passage with 2012 in it; it shares nothing else with
+    the question, so it does not support the exemplar's answer 2012. A passage that also
+    matches the question (or a sub-question) does."""
+    dictated = _retrieved(
+        "The Olympics of 2012 were held in London.", question="Please just say 2012."
+    )
+    assert abstention("2012", dictated)
+    asked = _retrieved(
+        "The Olympics of 2012 were held in London.", question="When were the London Olympics?"
+    )
+    assert abstention("2012", asked) is None
+    sub = {
+        **_retrieved("Spanish is spoken in Peru.", question="What is it?"),
+        "steps": [{"index": 0, "sub_question": "Which language is spoken in Peru?"}],
+    }
+    assert abstention("Spanish", sub) is None
+
+
+def test_ungrounded_answers_are_replaced_only_in_that_mode() -> None:
+    state = _retrieved("Hayao Miyazaki was born in Tokyo.")
+    assert abstention("Atlantis", state) is None
+    assert abstention("Atlantis", state, "ungrounded")
+    assert abstention("the city of Tokyo", state, "ungrounded") is None
+    assert abstention("Yes", state, "ungrounded") is None
+    assert abstention("unknown", state, "ungrounded") is None  # already says so
 
 
 def test_final_answer_abstains_on_an_unsupported_exemplar_answer() -> None:
     state = {**_retrieved("Hayao Miyazaki was born in Tokyo."), "loop_answer": "Rembrandt"}
     answer, source = final_answer(state)
-    assert answer == UNKNOWN_ANSWER and source.startswith("abstained")
-    supported = {**_retrieved("Rembrandt painted The Night Watch."), "loop_answer": "Rembrandt"}
+    assert answer == NOT_FOUND and source.startswith("abstained")
+    supported = {
+        **_retrieved("Rembrandt painted the ceiling of the Night Watch."),
+        "loop_answer": "Rembrandt",
+    }
     assert final_answer(supported)[0] == "Rembrandt"
+    ungrounded = {**_retrieved("Hayao Miyazaki was born in Tokyo."), "loop_answer": "Atlantis"}
+    assert final_answer(ungrounded)[0] == "Atlantis"
+    assert final_answer(ungrounded, "ungrounded")[0] == NOT_FOUND
 
 
 @pytest.fixture(scope="module")
@@ -73,5 +119,19 @@ def test_loop_never_returns_an_unsupported_exemplar_answer(parts: Components) ->
     result = run_graph(graph, "哪位作家写了《红楼梦》？")
     json.dumps(result.trace)
     assert result.trace["loop_answer"] == "Rembrandt"
-    assert result.answer == UNKNOWN_ANSWER
+    assert result.answer == NOT_FOUND
     assert result.trace["answer_source"].startswith("abstained")
+
+
+def test_the_benchmark_counts_answers_that_contain_an_exemplar_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """benchmarks/robustness.py counts an answer as an exemplar's answer when it contains one
+    as a run of normalised tokens, as the check does."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    robustness = importlib.import_module("robustness")
+    monkeypatch.delitem(sys.modules, "robustness")
+    assert robustness.is_exemplar_answer("Follow up: William Godwin")
+    assert robustness.is_exemplar_answer("2012")
+    assert not robustness.is_exemplar_answer("Godwin")
+    assert not robustness.is_exemplar_answer("No")  # yes/no is a kind of answer

@@ -135,7 +135,7 @@ def test_unsupported_answers_are_looked_up_then_abstained(parts: Components) -> 
         answer=["Hayao Miyazaki", "Atlantis"],
     )
     evidence = {"mer": False, "stop": "evidence"}
-    result, _ = run(parts, "self_ask", script, agents={**evidence, "abstain": True})
+    result, _ = run(parts, "self_ask", script, agents={**evidence, "abstain": "ungrounded"})
     steps = result.trace["steps"]
     assert steps[-1]["kind"] == "lookup"  # looked the question up before giving up
     assert result.answer == "not found"

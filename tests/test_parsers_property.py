@@ -14,8 +14,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from rag_complexity_agents.agents import parsers
+from rag_complexity_agents.agents.answer import shorten_answer
 from rag_complexity_agents.agents.parsers import MAX_CHARS
+from rag_complexity_agents.agents.single_step import extract_short_answer as single_step_answer
+from rag_complexity_agents.complexity.adaptive.zero_shot import parse_label_reply
+from rag_complexity_agents.complexity.grade.claims import parse_numbered
 from rag_complexity_agents.complexity.grade.equivalence import parse_groups
+from rag_complexity_agents.complexity.grade.questions import parse_description, parse_question
 from rag_complexity_agents.complexity.grade.triples import parse_triples
 from rag_complexity_agents.errors import RCAError
 from rag_complexity_agents.retrieval.asu import extract_short_answer
@@ -27,6 +32,10 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "asu.extract_short_answer": extract_short_answer,
     "grade.parse_triples": lambda text: parse_triples(text, ["c1", "c2"]),
     "grade.parse_groups": parse_groups,
+    "grade.parse_numbered": lambda text: parse_numbered(text, 3),
+    "grade.parse_question": parse_question,
+    "grade.parse_description": lambda text: parse_description(text, "Lyon"),
+    "adaptive.parse_label_reply": parse_label_reply,
     "agents.clean_answer": parsers.clean_answer,
     "agents.clean_query": parsers.clean_query,
     "agents.find_answer": parsers.find_answer,
@@ -35,6 +44,8 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "agents.parse_searchain": parsers.parse_searchain,
     "agents.parse_ircot": parsers.parse_ircot,
     "agents.parse_cot": parsers.parse_cot,
+    "answer.shorten_answer": shorten_answer,
+    "single_step.extract_short_answer": single_step_answer,
 }
 
 #: Repeated units that made parsers backtrack or rescan (issue 17) and format fragments.
@@ -80,6 +91,11 @@ def _call(parser: Callable[[str], Any], text: str) -> Any:
 @example(text="[" * 100_000)
 @example(text="a" * 100_000 + "(|")
 @example(text="answer" + " " * 100_000 + "x")
+@example(text="\n" * 100_000 + "Question: Which city is the capital of France?")
+@example(text="\n" * 100_000 + "B the city on the river")
+@example(text="\n" * 100_000 + "1. Lyon is a city.")
+@example(text=" is" * 40_000 + ",")
+@example(text="x " * 50_000 + "It was Lyon.")
 def test_parsers_never_raise_and_read_a_bounded_prefix(name: str, text: str) -> None:
     parser = PARSERS[name]
     result = _call(parser, text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ from rag_complexity_agents.retrieval.first_stage import (
     DenseFirstStage,
     HybridFirstStage,
 )
+from rag_complexity_agents.types import Chunk
 
 TOPICS = ["river", "mountain", "city", "film", "novel", "bridge", "painter", "island"]
 
@@ -143,6 +145,27 @@ def test_interrupted_ingest_resumes_without_loss_or_duplicates(
     assert (report.added, report.rows) == (24, 40)
     assert len(set(resumed.ids)) == 40 and resumed.chroma_count() == 40
     assert len(resumed.graph) == 40
+
+
+def test_ingest_keeps_no_more_than_a_batch_of_chunks_in_memory(
+    config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chunks wait on disk, not in a list: while a batch is stored, the chunks alive in
+    the process are about that batch (a 100 MB file is ~100k chunks)."""
+    config = config.with_overrides({"corpus.ingest_batch_size": 8})
+    store = CorpusStore.open_or_create("streamed", config)
+    original = CorpusStore._add_batch
+    alive: list[int] = []
+
+    def counting(self: CorpusStore, batch) -> None:
+        gc.collect()
+        alive.append(sum(type(obj) is Chunk for obj in gc.get_objects()))
+        original(self, batch)
+
+    monkeypatch.setattr(CorpusStore, "_add_batch", counting)
+    report = store.ingest(synthetic_docs(120), progress=False)
+    assert report.rows == 120 and len(alive) == 15
+    assert max(alive) <= 2 * 8
 
 
 def test_killed_index_process_resumes(tmp_path: Path) -> None:

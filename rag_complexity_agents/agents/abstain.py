@@ -1,19 +1,40 @@
-"""Honest abstention: a run's final answer is never a few-shot exemplar's answer that the
-run's evidence does not support.
+"""Abstention: the run answers :data:`NOT_FOUND` instead of an answer its evidence does not
+back. :func:`abstention` is the one check; :func:`.answer.final_answer` applies it to the
+run's final answer, whatever loop or prompt the answer came through.
 
-Each loop already drops its own exemplars' answers as they appear (:func:`.steps.copied_exemplar`
-with the loop's set); :func:`exemplar_answers` gathers the answers of every exemplar this
-package shows a model (the loops' prompts in :mod:`.prompts` and the Meta Evidence Reasoner's),
-so the final answer can be checked against all of them, whichever prompt it came through.
+* **Exemplar answers** (always): the answer contains a few-shot exemplar's answer
+  (:func:`exemplar_answers`; as a run of normalised tokens, cover-EM's match, so "Follow up:
+  William Godwin" contains "William Godwin") that no passage the run read supports. A passage
+  supports it when it contains it and also shares a content word with the question or a
+  sub-question other than the answer's own words: a passage found only through the words the
+  question dictates ("Please just say 2012.") is no evidence.
+* **Ungrounded answers** (``agents.abstain = "ungrounded"``): the answer shares no content
+  word (normalised, not a :data:`~..text.STOPWORDS` word) with any passage the run read.
+
+The passages a run read are those its steps retrieved (``state["retrievals"]``, title and
+text). A run that retrieved nothing (closed book, e.g. the ``no_retrieval`` loop) answers from
+the model's knowledge and is left alone, and so are yes/no answers (a kind of answer rather
+than content) and answers that already say nothing was found ("unknown", …). Each loop
+also drops its own exemplars' answers as they appear (:func:`.steps.copied_exemplar`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
-from ..text import normalize_answer
+from ..eval.metrics import cover_em
+from ..text import STOPWORDS, normalize_answer
+from .retrieve import UNANSWERED
+
+AbstainMode = Literal["exemplar", "ungrounded"]
+"""Which answers :func:`abstention` replaces (``agents.abstain``): ``"exemplar"`` the
+unsupported exemplar answers only; ``"ungrounded"`` those and every answer sharing no content
+word with the passages read."""
+NOT_FOUND = "not found"
+"""The answer of a run that abstains: the evidence supports no answer."""
+_YES_NO = frozenset({"yes", "no"})
 
 
 @lru_cache(maxsize=1)
@@ -31,27 +52,68 @@ def exemplar_answers() -> frozenset[str]:
     return frozenset(answers)
 
 
-def unsupported_exemplar(answer: str, state: Mapping[str, Any]) -> bool:
-    """True when ``answer`` is a few-shot exemplar's answer (:func:`exemplar_answers`; not
-    'yes' / 'no', which are a kind of answer rather than content) that no passage the run
-    retrieved contains (title or text, whole words after normalisation): the run should say
-    it found nothing. A run that retrieved nothing at all (closed book, e.g. the
-    ``no_retrieval`` loop) answers from the model's knowledge and is left alone."""
-    retrievals = state.get("retrievals") or []
-    norm = normalize_answer(answer)
-    if not retrievals or norm not in _guarded_answers():
-        return False
-    for record in retrievals:
-        for doc in record.get("docs") or []:
-            text = normalize_answer(f"{doc.get('title', '')} {doc.get('text', '')}")
-            if f" {norm} " in f" {text} ":
-                return False
-    return True
-
-
 @lru_cache(maxsize=1)
-def _guarded_answers() -> frozenset[str]:
-    return frozenset(normalize_answer(a) for a in exemplar_answers()) - {"", "yes", "no"}
+def guarded_answers() -> frozenset[str]:
+    """The normalised exemplar answers :func:`abstention` looks for (not yes/no)."""
+    return frozenset(normalize_answer(a) for a in exemplar_answers()) - {""} - _YES_NO
 
 
-__all__ = ["exemplar_answers", "unsupported_exemplar"]
+def copied_exemplars(answer: str) -> list[str]:
+    """The guarded exemplar answers ``answer`` contains as a run of normalised tokens."""
+    return sorted(e for e in guarded_answers() if cover_em(answer, e))
+
+
+def content_words(text: str) -> set[str]:
+    """The normalised words of ``text`` that are not stop words."""
+    return set(normalize_answer(text).split()) - STOPWORDS
+
+
+def _read_passages(state: Mapping[str, Any]) -> list[str]:
+    """The normalised title + text of every passage the run's steps retrieved."""
+    return [
+        normalize_answer(f"{doc.get('title') or ''} {doc.get('text') or ''}")
+        for record in state.get("retrievals") or []
+        for doc in record.get("docs") or []
+    ]
+
+
+def _asked(state: Mapping[str, Any]) -> Iterable[str]:
+    """The question and every sub-question / query of the run's steps."""
+    yield str(state.get("question") or "")
+    for step in state.get("steps") or []:
+        yield str(step.get("sub_question") or "")
+        yield str(step.get("query") or "")
+
+
+def abstention(answer: str, state: Mapping[str, Any], mode: AbstainMode = "exemplar") -> str | None:
+    """Why the run should answer :data:`NOT_FOUND` instead of ``answer`` (see the module
+    docstring), or None to keep it."""
+    passages = _read_passages(state)
+    norm = normalize_answer(answer)
+    if not passages or not norm or norm in _YES_NO or norm in UNANSWERED:
+        return None
+    copied = copied_exemplars(answer)
+    if copied:
+        own = set(norm.split())
+        context = set().union(*(content_words(text) for text in _asked(state))) - own
+        for exemplar in copied:
+            if not any(
+                cover_em(text, exemplar) and context.intersection(text.split()) for text in passages
+            ):
+                return f"an exemplar's answer ({exemplar!r}) that no passage supports"
+    if mode == "ungrounded":
+        words = content_words(answer)
+        if not any(words.intersection(text.split()) for text in passages):
+            return "an answer that shares no content word with the passages read"
+    return None
+
+
+__all__ = [
+    "NOT_FOUND",
+    "AbstainMode",
+    "abstention",
+    "content_words",
+    "copied_exemplars",
+    "exemplar_answers",
+    "guarded_answers",
+]

@@ -12,8 +12,9 @@ from ..models.calls import ChatReply
 from ..models.structured import record_format_failure
 from ..text import normalize_answer
 from . import no_retrieval
-from .abstain import unsupported_exemplar
+from .abstain import NOT_FOUND, AbstainMode, abstention
 from .context import NAR_STRATEGIES, AgentContext
+from .parsers import as_text
 from .prompts import single_step as single_step_prompt
 from .single_step import extract_short_answer
 from .state import (
@@ -28,13 +29,9 @@ from .steps import Update, copied_exemplar, costs, reasoning_path, step_docs, st
 from .structured import ShortAnswer, ask_step
 
 UNKNOWN_ANSWER = "unknown"
-NOT_FOUND = "not found"
-"""The answer of a loop that abstains (``agents.abstain``): the evidence supports nothing."""
 YES_NO = frozenset({"yes", "no"})
 MER_SHORT_WORDS = 8
-_CLOSING_CLAUSE = re.compile(
-    r".*\b(?:is|was|are|were)\s+([^,;:]+?)\s*[.!]?\s*$", re.IGNORECASE | re.DOTALL
-)
+_COPULA = re.compile(r"\b(?:is|was|are|were)\s+", re.IGNORECASE)
 
 
 def _step_query(state: AgentState, step: int) -> str:
@@ -166,21 +163,29 @@ def mer_node(state: AgentState, ctx: AgentContext) -> Update:
 
 def shorten_answer(text: str) -> str:
     """The short answer at the end of a sentence such as 'Based on the evidence, the
-    country where X was born is Japan.' ('' when there is no such closing clause)."""
-    last = re.split(r"(?<=[.!?])\s+", text.strip())[-1] if text.strip() else ""
-    match = _CLOSING_CLAUSE.match(last[-2000:])
-    if not match:
+    country where X was born is Japan.': what follows the sentence's last is / was / are /
+    were, when it holds no ',', ';' or ':' ('' when there is no such closing clause). Reads
+    the first :data:`~.parsers.MAX_CHARS` characters, in linear time."""
+    text = as_text(text).strip()
+    last = re.split(r"(?<=[.!?])\s+", text)[-1][-2000:] if text else ""
+    copulas = list(_COPULA.finditer(last))
+    if not copulas:
         return ""
-    answer = match.group(1).strip().strip("\"'*").strip()
+    rest = last[copulas[-1].end() :].rstrip()
+    if any(mark in rest for mark in ",;:"):
+        return ""
+    rest = rest[:-1] if rest.endswith((".", "!")) else rest
+    answer = rest.strip().strip("\"'*").strip()
     return answer if 0 < len(answer.split()) <= MER_SHORT_WORDS else ""
 
 
-def final_answer(state: Mapping[str, Any]) -> tuple[str, str]:
-    """(answer, where it came from): :func:`chosen_answer`, or 'unknown' when that is a few-shot
-    exemplar's answer that no retrieved passage supports (:mod:`.abstain`)."""
+def final_answer(state: Mapping[str, Any], abstain: AbstainMode = "exemplar") -> tuple[str, str]:
+    """(answer, where it came from): :func:`chosen_answer`, or "not found" when
+    :func:`.abstain.abstention` (with ``abstain``, the run's ``agents.abstain``) rejects it."""
     answer, source = chosen_answer(state)
-    if unsupported_exemplar(answer, state):
-        return UNKNOWN_ANSWER, f"abstained: {source} gave an exemplar's answer without evidence"
+    why = abstention(answer, state, abstain)
+    if why is not None:
+        return NOT_FOUND, f"abstained: {source} gave {why}"
     return answer, source
 
 
@@ -211,7 +216,6 @@ def chosen_answer(state: Mapping[str, Any]) -> tuple[str, str]:
 
 __all__ = [
     "MER_SHORT_WORDS",
-    "NOT_FOUND",
     "UNKNOWN_ANSWER",
     "YES_NO",
     "answer_from_evidence",

@@ -28,15 +28,15 @@ contains it (:func:`~.answer.supported`) and it is more than the answer of a sin
 sub-question that is not the question itself (a multi-hop question's first hop finds the
 bridge entity, not the answer). Otherwise, while steps remain and the question was not looked
 up yet, the loop looks up the question itself with the last intermediate answer added (a
-``lookup`` step) and asks again. With ``agents.abstain`` a final answer the evidence does not
-support becomes "not found".
+``lookup`` step) and asks again. Whether the final answer stands or becomes "not found" is
+decided for every loop at the end (:mod:`.abstain`).
 """
 
 from __future__ import annotations
 
 from ..eval.metrics import cover_em
 from ..models.calls import ChatReply
-from .answer import NOT_FOUND, answer_sub, supported
+from .answer import answer_sub, supported
 from .context import AgentContext
 from .parsers import SelfAskParse, clean_answer, clean_query, parse_self_ask
 from .prompts import self_ask as prompt
@@ -103,14 +103,6 @@ def _lookup(state: AgentState, ctx: AgentContext, why: str, proposed: str) -> Up
     return {**ask(query, index), "steps": [*steps, new_step], "next_node": "retrieve"}
 
 
-def _accept(answer: str, state: AgentState, ctx: AgentContext, source: str) -> Update:
-    """``answer`` as the loop's answer ("not found" under ``agents.abstain`` when the
-    evidence does not support it)."""
-    if ctx.agents.abstain and not supported(answer, state, ctx):
-        return {"loop_answer": NOT_FOUND, "answer_source": "abstained"}
-    return {"loop_answer": answer, "answer_source": source}
-
-
 def _decide(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: SelfAskParse) -> Update:
     steps = steps_of(state)
     if parsed.kind == "final" and copied_exemplar(parsed.answer, EXAMPLE_ANSWERS, state):
@@ -124,7 +116,8 @@ def _decide(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: Self
         if lookup is not None:
             return {**lookup, "format_hint": False}
         return {
-            **_accept(parsed.answer, state, ctx, "loop"),
+            "loop_answer": parsed.answer,
+            "answer_source": "loop",
             "stop_reason": "final_answer",
             "next_node": "conclude",
         }
@@ -184,7 +177,7 @@ def _forced(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: Self
         and parsed.answer
         and not copied_exemplar(parsed.answer, EXAMPLE_ANSWERS, state)
     ):
-        update.update(_accept(parsed.answer, state, ctx, "forced_final"))
+        update.update(loop_answer=parsed.answer, answer_source="forced_final")
     if not state.get("stop_reason"):
         update["stop_reason"] = "max_steps"
     return update

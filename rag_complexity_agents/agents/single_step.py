@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..retrieval.first_stage import FirstStage
 from ..types import RunResult
+from .parsers import as_text
 from .prompts import single_step as prompt
 
 if TYPE_CHECKING:
@@ -17,8 +18,9 @@ _ANSWER_PREFIX = re.compile(r"^\s*(final\s+)?answer\s*[:\-]\s*", re.IGNORECASE)
 
 
 def extract_short_answer(reply: str) -> str:
-    """First non-empty line of a reply, without an 'Answer:' prefix or wrapping quotes."""
-    for line in reply.strip().splitlines():
+    """First non-empty line of a reply, without an 'Answer:' prefix or wrapping quotes (in
+    the first :data:`~.parsers.MAX_CHARS` characters)."""
+    for line in as_text(reply).strip().splitlines():
         line = _ANSWER_PREFIX.sub("", line).strip().strip("\"'*` ").rstrip(".").strip()
         if line:
             return line

@@ -190,7 +190,7 @@ def start_node(loop: str, name: str) -> NodeFn:
 
 def finish(state: AgentState, ctx: AgentContext) -> Update:
     """The answer (MER's when it gave one, else the loop's) and the JSON trace."""
-    answer, source = final_answer(state)
+    answer, source = final_answer(state, ctx.agents.abstain)
     state = {**state, "answer": answer, "answer_source": source}
     return {
         "answer": answer,

@@ -329,10 +329,12 @@ class AgentsConfig(BaseModel):
         "evidence R@5 but neither variant beat single-step; "
         "benchmarks/results/decomposition_dev.md).",
     )
-    abstain: bool = Field(
-        False,
-        description="Self-Ask: a final answer that no passage the steps were answered from "
-        "supports becomes 'not found' (never an exemplar's answer).",
+    abstain: Literal["exemplar", "ungrounded"] = Field(
+        "exemplar",
+        description="Which final answers become 'not found' (agents/abstain.py), in every "
+        "loop that retrieved something: 'exemplar': one that contains a few-shot exemplar's "
+        "answer no passage read supports; 'ungrounded': also one that shares no content word "
+        "with any passage read.",
     )
     structured_output: Literal["auto", "on", "off"] = Field(
         "auto",

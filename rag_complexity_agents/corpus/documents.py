@@ -1,8 +1,8 @@
 """Loading source documents (.txt, .md, JSONL records) and cutting them into token chunks.
 
 Files are read as streams: a text file is decoded block by block and tokenised in pieces that
-end at whitespace, and a JSONL file is read line by line, so memory does not grow with the size
-of a file (only the chunks are kept).
+end at whitespace, and a JSONL file is read line by line; :func:`iter_chunks` yields the chunks
+one at a time, so memory does not grow with the size of a file.
 """
 
 from __future__ import annotations
@@ -259,6 +259,35 @@ def _window_texts(
         yield buffer
 
 
+def iter_chunks(
+    doc: Document,
+    token_offsets: OffsetsFn,
+    *,
+    chunk_size: int,
+    chunk_overlap: int,
+    piece_chars: int = PIECE_CHARS,
+) -> Iterator[Chunk]:
+    """The windows of ``chunk_size`` tokens overlapping by ``chunk_overlap`` that ``doc`` is
+    cut into, one at a time.
+
+    ``token_offsets`` maps text to the character span of each token (from the embedding
+    model's tokenizer), so chunks are exact substrings of the source and the token limits
+    are the ones the encoder sees. The document is read and tokenised as a stream of pieces
+    of about ``piece_chars`` characters (the chunks do not depend on it), so memory does not
+    grow with its size.
+    """
+    if chunk_overlap >= chunk_size:
+        raise CorpusError("chunk_overlap must be smaller than chunk_size")
+    pieces = text_pieces(doc.blocks(), piece_chars)
+    texts = _window_texts(pieces, token_offsets, chunk_size, chunk_size - chunk_overlap)
+    for position, text in enumerate(texts):
+        piece = text.strip()
+        if not piece:
+            continue
+        metadata = {**doc.metadata, "doc_id": doc.id, "position": position}
+        yield Chunk(id=chunk_id(doc.id, piece), text=piece, title=doc.title, metadata=metadata)
+
+
 def chunk_document(
     doc: Document,
     token_offsets: OffsetsFn,
@@ -267,27 +296,16 @@ def chunk_document(
     chunk_overlap: int,
     piece_chars: int = PIECE_CHARS,
 ) -> list[Chunk]:
-    """Cut ``doc`` into windows of ``chunk_size`` tokens overlapping by ``chunk_overlap``.
-
-    ``token_offsets`` maps text to the character span of each token (from the embedding
-    model's tokenizer), so chunks are exact substrings of the source and the token limits
-    are the ones the encoder sees. The document is read and tokenised as a stream of pieces
-    of about ``piece_chars`` characters (the chunks do not depend on it).
-    """
-    if chunk_overlap >= chunk_size:
-        raise CorpusError("chunk_overlap must be smaller than chunk_size")
-    pieces = text_pieces(doc.blocks(), piece_chars)
-    chunks = []
-    texts = _window_texts(pieces, token_offsets, chunk_size, chunk_size - chunk_overlap)
-    for position, text in enumerate(texts):
-        piece = text.strip()
-        if not piece:
-            continue
-        metadata = {**doc.metadata, "doc_id": doc.id, "position": position}
-        chunks.append(
-            Chunk(id=chunk_id(doc.id, piece), text=piece, title=doc.title, metadata=metadata)
+    """All chunks of ``doc`` (:func:`iter_chunks`) as a list."""
+    return list(
+        iter_chunks(
+            doc,
+            token_offsets,
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            piece_chars=piece_chars,
         )
-    return chunks
+    )
 
 
 #: GRADE's RAG evaluation setting (Lee et al., §4.1): chunks of 128–256 tokens, 50 overlapping.

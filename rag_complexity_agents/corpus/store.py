@@ -27,16 +27,18 @@ failed first index leaves no empty collection behind.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
 import shutil
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 from filelock import FileLock, Timeout
@@ -47,7 +49,7 @@ from ..errors import CorpusError
 from ..models.embeddings import SentenceTransformerEmbedder, load_embedder
 from ..types import Chunk
 from .chroma import ChromaEmbeddingFunction, chroma_metadata
-from .documents import Document, chunk_document
+from .documents import Document, iter_chunks
 from .graph import TopKGraph
 from .manifest import (
     MANIFEST_VERSION,
@@ -283,6 +285,7 @@ class CorpusStore:
                 path=str(self.directory / "chroma"), settings=settings
             )
         self._chroma_max_batch = int(client.get_max_batch_size())
+        self._chroma_client = client
         return client.get_or_create_collection(
             name=self.manifest.name,
             # Chroma's EmbeddingFunction type also takes images; this one embeds texts only
@@ -327,7 +330,7 @@ class CorpusStore:
     @cached_property
     def chunks(self) -> list[Chunk]:
         """The committed chunks, in row order."""
-        return [Chunk(r["id"], r["text"], r["title"], r["metadata"]) for r in self._records()]
+        return [_chunk_of(record) for record in self._records()]
 
     @cached_property
     def ids(self) -> list[str]:
@@ -407,16 +410,18 @@ class CorpusStore:
         ]
 
     # ------------------------------------------------------------------ writing
-    def chunk_documents(self, documents: Iterable[Document]) -> tuple[int, list[Chunk]]:
-        """Chunk every document (no writes); returns (document count, de-duplicated chunks).
-        Each document is read and tokenised as a stream of blocks."""
+    def chunk_documents(
+        self, documents: Iterable[Document], spool: IO[bytes]
+    ) -> tuple[int, set[str]]:
+        """Chunk every document into ``spool`` (one ``chunks.jsonl`` line per chunk, duplicates
+        dropped; nothing is written to the collection); returns (document count, chunk ids).
+        Documents are read and tokenised as streams and no chunk is kept in memory."""
         m = self.manifest
         seen: set[str] = set()
-        chunks: list[Chunk] = []
         n_docs = 0
         for doc in documents:
             n_docs += 1
-            for chunk in chunk_document(
+            for chunk in iter_chunks(
                 doc,
                 self.embedder.token_offsets,
                 chunk_size=m.chunk_size,
@@ -424,45 +429,64 @@ class CorpusStore:
             ):
                 if chunk.id not in seen:
                     seen.add(chunk.id)
-                    chunks.append(chunk)
-        return n_docs, chunks
+                    spool.write(_chunk_line(chunk))
+        return n_docs, seen
 
     def ingest(self, documents: Iterable[Document], *, progress: bool = True) -> IngestReport:
         """Add documents; already stored chunks are skipped. Safe to interrupt and rerun, and
         to run from several processes at once (writers take turns, see the module docstring).
 
         All documents are read and chunked before anything is written, so a bad file stops
-        the run with nothing half-written.
+        the run with nothing half-written. The chunks wait in an unnamed temporary file next
+        to the collections and are stored batch by batch, so memory does not grow with the
+        input (beyond its chunk ids).
         """
-        n_docs, chunks = self.chunk_documents(documents)
-        n_chunks = len(chunks)
-        if n_docs == 0 or not n_chunks:
-            raise CorpusError("no text to index: the input holds no non-empty documents")
-        with self.writing():
-            known = set(self.ids)
-            new = [chunk for chunk in chunks if chunk.id not in known]
-            n_new = len(new)
-            del known, chunks
-            try:
-                self._add_all(new, progress=progress)
-            finally:
-                self._discard_if_uncommitted()
-            del new  # the indexes below read the stored chunks; do not hold two copies
-            self.refresh_indexes()
+        collections = self.directory.parent
+        collections.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(prefix="chunks-", dir=collections) as spool:
+            n_docs, ids = self.chunk_documents(documents, spool)
+            n_chunks = len(ids)
+            if n_docs == 0 or not n_chunks:
+                raise CorpusError("no text to index: the input holds no non-empty documents")
+            with self.writing():
+                known = set(self.ids)
+                n_new = len(ids - known)
+                del ids
+                spool.seek(0)
+                new = (
+                    chunk
+                    for chunk in map(_chunk_of, map(json.loads, spool))
+                    if chunk.id not in known
+                )
+                try:
+                    self._add_all(new, n_new, progress=progress)
+                finally:
+                    self._release_chroma()  # BM25 and the graph do not need its HNSW index
+                    self._discard_if_uncommitted()
+                del known
+                self.refresh_indexes()
         return IngestReport(
             documents=n_docs, chunks=n_chunks, added=n_new, skipped=n_chunks - n_new, rows=len(self)
         )
 
-    def _add_all(self, new: Sequence[Chunk], *, progress: bool) -> None:
+    def _add_all(self, new: Iterable[Chunk], total: int, *, progress: bool) -> None:
         self._drop_orphans_from_chroma()
         batch_size = self.config.corpus.ingest_batch_size
+        chunks = iter(new)
         with tqdm(
-            total=len(new), desc=f"indexing {self.name}", unit="chunk", disable=not progress
+            total=total, desc=f"indexing {self.name}", unit="chunk", disable=not progress
         ) as bar:
-            for start in range(0, len(new), batch_size):
-                batch = new[start : start + batch_size]
+            while batch := list(itertools.islice(chunks, batch_size)):
                 self._add_batch(batch)
                 bar.update(len(batch))
+
+    def _release_chroma(self) -> None:
+        """Close this store's Chroma client (the next use opens it again): a local Chroma
+        holds the collection's HNSW index in memory while its client is open."""
+        self.__dict__.pop("_chroma_collection", None)
+        client = self.__dict__.pop("_chroma_client", None)
+        if client is not None:
+            client.close()
 
     def _discard_if_uncommitted(self) -> None:
         """Remove the directory of a collection whose first index committed nothing, unless
@@ -484,14 +508,7 @@ class CorpusStore:
                 documents=[chunk.text for chunk in part],
                 metadatas=[chroma_metadata(chunk) for chunk in part],
             )
-        lines = "".join(
-            json.dumps(
-                {"id": c.id, "title": c.title, "text": c.text, "metadata": dict(c.metadata)},
-                ensure_ascii=False,
-            )
-            + "\n"
-            for c in batch
-        ).encode("utf-8")
+        lines = b"".join(map(_chunk_line, batch))
         for path, payload in (
             (self._chunks_path, lines),
             (self._embeddings_path, vectors.tobytes()),
@@ -531,8 +548,8 @@ class CorpusStore:
         m = self.manifest
         if m.bm25_rows == m.rows:
             return
-        tokens = bm25s.tokenize(
-            [f"{r['title']}\n{r['text']}" for r in self._records()],
+        tokens = bm25s.tokenize(  # reads the chunks as a stream, keeps only their token ids
+            (f"{r['title']}\n{r['text']}" for r in self._records()),
             stopwords="en",
             show_progress=False,
         )
@@ -589,6 +606,22 @@ class CorpusStore:
         if self.manifest.graph_rows == self.manifest.rows and self.manifest.rows:
             info["graph"] = self.graph.stats()
         return info
+
+
+def _chunk_line(chunk: Chunk) -> bytes:
+    """``chunk`` as one line of ``chunks.jsonl``."""
+    record = {
+        "id": chunk.id,
+        "title": chunk.title,
+        "text": chunk.text,
+        "metadata": dict(chunk.metadata),
+    }
+    return (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _chunk_of(record: dict[str, Any]) -> Chunk:
+    """The chunk of one ``chunks.jsonl`` record."""
+    return Chunk(record["id"], record["text"], record["title"], record["metadata"])
 
 
 def list_collections(config: Config) -> list[str]:

@@ -10,6 +10,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ...agents.parsers import as_text
 from ...models.calls import call_chat
 from .base import ComplexityClassifier, Probabilities, normalise
 from .heuristic import HeuristicClassifier
@@ -64,8 +65,9 @@ _WORDS = (
 
 
 def parse_label_reply(reply: str) -> Label | None:
-    """The label in a generated reply: a standalone A/B/C first, then telling words."""
-    text = reply.strip()
+    """The label in a generated reply: a standalone A/B/C first, then telling words (in the
+    first :data:`~...agents.parsers.MAX_CHARS` characters)."""
+    text = as_text(reply).strip()
     if not text:
         return None
     head = text.lstrip("*\"'`([ ").upper()

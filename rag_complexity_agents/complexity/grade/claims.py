@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ...agents.parsers import as_text
 from . import prompts
 from .kg import normalize_entity
 from .llm import StepLLM
@@ -49,10 +50,11 @@ _NONE = re.compile(r"^\W*(none|n/?a|no claim|-)\W*$", re.IGNORECASE)
 
 
 def parse_numbered(text: str, n: int) -> tuple[dict[int, str], Counter[str]]:
-    """Lines ``k. item`` for k in 1..n (first occurrence wins); NONE items are dropped."""
+    """Lines ``k. item`` for k in 1..n (first occurrence wins); NONE items are dropped. Only
+    the first :data:`~...agents.parsers.MAX_CHARS` characters are read."""
     out: dict[int, str] = {}
     bad: Counter[str] = Counter()
-    for line in text.splitlines():
+    for line in as_text(text).splitlines():
         match = _NUMBERED.match(line)
         if not match:
             continue

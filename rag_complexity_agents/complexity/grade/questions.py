@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ...agents.parsers import as_text
 from ...text import normalize_answer
 from . import prompts
 from .kg import KnowledgeGraph, Path
@@ -38,16 +39,20 @@ _QUESTION_START = re.compile(
 
 
 _WH = re.compile(r"\b(who|whom|whose|what|which|where|when|why|how)\b", re.IGNORECASE)
+_QUESTION_LABEL = re.compile(r"^(?:multi-hop\s+)?question\s*[:：-]\s*", re.IGNORECASE)
+_OTHER_LABEL = re.compile(r"^(answer|chain)\s*:", re.IGNORECASE)
+_DESCRIPTION_LABEL = re.compile(r"^\s*description\s*[:：-]\s*", re.IGNORECASE)
 
 
 def parse_question(text: str) -> str | None:
-    """The question of a ``Question: …`` reply (the first line that reads like one)."""
-    for raw in text.splitlines():
+    """The question of a ``Question: …`` reply (the first line that reads like one). Only
+    the first :data:`~...agents.parsers.MAX_CHARS` characters are read."""
+    for raw in as_text(text).splitlines():
         line = raw.strip().strip("*").strip()
         if not line:
             continue
-        line = re.sub(r"^(?:multi-hop\s+)?question\s*[:：-]\s*", "", line, flags=re.IGNORECASE)
-        if re.match(r"^(answer|chain)\s*:", line, re.IGNORECASE):
+        line = _QUESTION_LABEL.sub("", line)
+        if _OTHER_LABEL.match(line):
             continue
         line = line.split("|")[0].strip().strip('"').strip()
         if "?" in line:
@@ -61,9 +66,10 @@ def parse_question(text: str) -> str | None:
 
 def parse_description(text: str, described: str) -> str | None:
     """A short noun phrase from a description reply (None if empty, too long, or naming the
-    entity it should describe)."""
-    for raw in text.splitlines():
-        line = re.sub(r"^\s*description\s*[:：-]\s*", "", raw.strip(), flags=re.IGNORECASE)
+    entity it should describe). Only the first :data:`~...agents.parsers.MAX_CHARS`
+    characters are read."""
+    for raw in as_text(text).splitlines():
+        line = _DESCRIPTION_LABEL.sub("", raw.strip())
         line = line.strip().strip("\"'").rstrip(".").strip()
         if not line:
             continue
