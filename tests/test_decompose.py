@@ -108,10 +108,36 @@ def test_hop_pool_holds_the_earlier_hops_documents(parts: Components) -> None:
     assert info["carried"] == 3 and set(ids) <= {d.id for d in ranking}
 
 
-def test_a_first_hop_answer_does_not_end_the_loop(parts: Components) -> None:
+def test_a_first_hop_answer_asks_for_the_missing_follow_up(parts: Components) -> None:
     script = Script(
         self_ask=[
             "Follow up: Who directed Spirited Away?",
+            "So the final answer is: Hayao Miyazaki",
+            "Follow up: In which country was Hayao Miyazaki born?",
+            "So the final answer is: Japan",
+        ],
+        answer=["Hayao Miyazaki", "Japan"],
+    )
+    result, chat = run(parts, "self_ask", script, agents={"mer": False, "stop": "evidence"})
+    steps = result.trace["steps"]
+    assert [s["sub_question"] for s in steps] == [
+        "Who directed Spirited Away?",
+        "In which country was Hayao Miyazaki born?",
+    ]
+    prompts = humans(chat, "self_ask")
+    assert ["do not answer the question yet" in p for p in prompts] == [False, False, True, False]
+    assert result.answer == "Japan"
+    # the model's first final answer ends the loop with agents.stop = "model" (the default)
+    script.used.clear()
+    first, _ = run(parts, "self_ask", script, agents={"mer": False})
+    assert first.answer == "Hayao Miyazaki" and len(first.trace["steps"]) == 1
+
+
+def test_a_first_hop_answer_given_twice_looks_the_question_up(parts: Components) -> None:
+    script = Script(
+        self_ask=[
+            "Follow up: Who directed Spirited Away?",
+            "So the final answer is: Hayao Miyazaki",
             "So the final answer is: Hayao Miyazaki",
             "So the final answer is: Japan",
         ],
@@ -123,10 +149,6 @@ def test_a_first_hop_answer_does_not_end_the_loop(parts: Components) -> None:
     assert steps[1]["sub_question"] == Q
     assert "Question: " + Q + " (Hayao Miyazaki)" in humans(chat, "answer")[1]
     assert result.answer == "Japan"
-    # the model's first final answer ends the loop with agents.stop = "model" (the default)
-    script.used.clear()
-    first, _ = run(parts, "self_ask", script, agents={"mer": False})
-    assert first.answer == "Hayao Miyazaki" and len(first.trace["steps"]) == 1
 
 
 def test_unsupported_answers_are_looked_up_then_abstained(parts: Components) -> None:

@@ -26,10 +26,12 @@ earlier hops' documents; each sub-question is answered from its top-l passages.
 ``evidence``: a final answer is accepted only when a passage the steps were answered from
 contains it (:func:`~.answer.supported`) and it is more than the answer of a single
 sub-question that is not the question itself (a multi-hop question's first hop finds the
-bridge entity, not the answer). Otherwise, while steps remain and the question was not looked
-up yet, the loop looks up the question itself with the last intermediate answer added (a
-``lookup`` step) and asks again. Whether the final answer stands or becomes "not found" is
-decided for every loop at the end (:mod:`.abstain`).
+bridge entity, not the answer). A first-hop answer makes the loop ask the model once for the
+missing follow-up question (``follow_up_hint``); otherwise, and when that reply is a final
+answer the evidence still rejects, while steps remain and the question was not looked up yet,
+the loop looks up the question itself with the last intermediate answer added (a ``lookup``
+step) and asks again. Whether the final answer stands or becomes "not found" is decided for
+every loop at the end (:mod:`.abstain`).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ def _next_line(state: AgentState, ctx: AgentContext) -> list[tuple[str, str]]:
         state["question"],
         _path(state),
         exemplars=ctx.agents.exemplars,
+        force_follow_up=bool(state.get("follow_up_hint")),
         format_hint=bool(state.get("format_hint")),
     )
 
@@ -112,6 +115,9 @@ def _decide(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: Self
         parsed = SelfAskParse("follow_up", follow_up=state["question"], lenient=True)
     if parsed.kind == "final":
         why = not_done(parsed.answer, state, ctx) if ctx.agents.stop == "evidence" else None
+        if why == "first_hop_only" and not state.get("follow_up_hint"):
+            # a bridge entity, not the answer: ask once for the missing follow-up question
+            return {"follow_up_hint": True, "format_hint": False, "next_node": "decompose"}
         lookup = _lookup(state, ctx, why, parsed.answer) if why else None
         if lookup is not None:
             return {**lookup, "format_hint": False}
@@ -146,7 +152,9 @@ def _decide(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: Self
         **({"query": query} if query != follow_up else {}),
     }
     update.update(ask(query, index))
-    update.update(steps=[*steps, new_step], format_hint=False, next_node="retrieve")
+    update.update(
+        steps=[*steps, new_step], format_hint=False, follow_up_hint=False, next_node="retrieve"
+    )
     return update
 
 

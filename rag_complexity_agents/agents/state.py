@@ -159,6 +159,7 @@ class AgentState(TypedDict, total=False):
     format_errors: int
     format_failures: dict[str, int]  # replies not readable as their step's structure, per kind
     format_hint: bool
+    follow_up_hint: bool  # Self-Ask: ask for one more follow-up (a first-hop final answer)
     # outcome
     loop_answer: str
     answer_source: str

@@ -171,6 +171,7 @@ def start_node(loop: str, name: str) -> NodeFn:
             "format_errors": 0,
             "format_failures": {},
             "format_hint": False,
+            "follow_up_hint": False,
             "loop_answer": "",
             "answer_source": "",
             "stop_reason": "",

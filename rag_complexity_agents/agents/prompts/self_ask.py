@@ -104,16 +104,24 @@ def messages(
     *,
     exemplars: int = 2,
     force_final: bool = False,
+    force_follow_up: bool = False,
     format_hint: bool = False,
 ) -> list[tuple[str, str]]:
     """The prompt for the next line. ``force_final`` asks for the final answer now;
-    ``format_hint`` repeats the format after a reply that broke it."""
+    ``force_follow_up`` for one more follow-up question (the answers so far found a bridge
+    entity, not the answer); ``format_hint`` repeats the format after a reply that broke it."""
     shown = "\n\n".join(format_exemplar(e) for e in EXEMPLARS[: max(0, exemplars)])
     body = f"Question: {question}\n{scratchpad(steps)}"
     if force_final:
         task = (
             "No more follow-up questions are allowed. Write the last line of the block below: "
             f"'{FINAL} <answer>'."
+        )
+    elif force_follow_up:
+        task = (
+            "The intermediate answers do not answer the question yet. Write the next line of "
+            f"the block below: '{FOLLOW_UP} <question>', the simple question that is still "
+            "missing, using the last intermediate answer."
         )
     elif not steps:
         task = f"Write the first line of the block below: '{FOLLOW_UP} <simple question>'."
