@@ -1178,22 +1178,19 @@ def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]
         np.save(real_path, real)
         sweep_args = ["--fill", args.fill, "--noise", str(args.noise)]
         sweep_args += ["--sweep-k", args.sweep_k, "--sweep-ef", args.sweep_ef]
-        if args.ef_sweep:
-            scale["ef_sweep"] = []
-            scale["ef_sweep_command"] = command
-        for spec in filter(None, args.ef_sweep.split(",")):
-            print(f"scale: HNSW recall sweep {spec} ...", flush=True)
-            found = _run_child("--child-ef-sweep", spec, args, real_path, sweep_args)
-            scale["ef_sweep"].extend(found)
-            _write(args.out, {**previous, "scale": scale})
-        if args.cluster_sweep:
-            scale["cluster_sweep"] = []
-            scale["cluster_sweep_command"] = command
-        for spec in filter(None, args.cluster_sweep.split(",")):
-            print(f"scale: cluster-block recall sweep {spec} ...", flush=True)
-            found = _run_child("--child-cluster-sweep", spec, args, real_path, sweep_args)
-            scale["cluster_sweep"].extend(found)
-            _write(args.out, {**previous, "scale": scale})
+        sweeps = (
+            ("ef_sweep", args.ef_sweep, "HNSW recall sweep"),
+            ("cluster_sweep", args.cluster_sweep, "cluster-block recall sweep"),
+        )
+        for key, specs, label in sweeps:
+            if specs:
+                scale[key] = []
+                scale[f"{key}_command"] = command
+            for spec in filter(None, specs.split(",")):
+                print(f"scale: {label} {spec} ...", flush=True)
+                child = "--child-" + key.replace("_", "-")
+                scale[key].extend(_run_child(child, spec, args, real_path, sweep_args))
+                _write(args.out, {**previous, "scale": scale})
         for spec in filter(None, args.scale_runs.split(",")):
             method, n, k = spec.split(":")
             print(f"scale: {method} graph of {int(n):,} chunks, k={k} ...", flush=True)
