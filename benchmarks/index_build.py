@@ -455,6 +455,20 @@ def _child_scale(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _sweep_sample(
+    args: argparse.Namespace, n: int
+) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
+    """The sweeps' n vectors, 150 sampled real and 150 sampled fill rows, and those rows'
+    similarities to every row (self excluded)."""
+    real = np.load(args.real)
+    matrix = _scale_vectors(real, n, args.fill, args.noise, seed=n)
+    head = min(n, len(real))
+    rows = np.concatenate([_spaced(0, head, 150), _spaced(head, n, 150)])
+    sims = matrix[rows] @ matrix.T
+    sims[np.arange(len(rows)), rows] = -np.inf
+    return matrix, rows, sims
+
+
 def _child_ef_sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
     """One faiss HNSW index over ``n`` rows (``M``, efConstruction given); for each k and
     efSearch the recall of sampled real rows and sampled fill rows against brute force."""
@@ -462,12 +476,7 @@ def _child_ef_sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     n_text, m_text, efc_text = args.child_ef_sweep.split(":")
     n, m, efc = int(n_text), int(m_text), int(efc_text)
-    real = np.load(args.real)
-    matrix = _scale_vectors(real, n, args.fill, args.noise, seed=n)
-    head = min(n, len(real))
-    rows = np.concatenate([_spaced(0, head, 150), _spaced(head, n, 150)])
-    sims = matrix[rows] @ matrix.T
-    sims[np.arange(len(rows)), rows] = -np.inf
+    matrix, rows, sims = _sweep_sample(args, n)
     load_before = _load()
     tick = time.perf_counter()
     index = hnsw_index(matrix, m=m, ef_construction=efc)
@@ -511,12 +520,7 @@ def _child_cluster_sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     n_text, c_text, probes_text = args.child_cluster_sweep.split(":")
     n, n_clusters = int(n_text), int(c_text)
-    real = np.load(args.real)
-    matrix = _scale_vectors(real, n, args.fill, args.noise, seed=n)
-    head = min(n, len(real))
-    rows = np.concatenate([_spaced(0, head, 150), _spaced(head, n, 150)])
-    sims = matrix[rows] @ matrix.T
-    sims[np.arange(len(rows)), rows] = -np.inf
+    matrix, rows, sims = _sweep_sample(args, n)
     ks = [int(v) for v in args.sweep_k.split(",")]
     exact = {k: np.argpartition(-sims, k, axis=1)[:, :k] for k in ks}
     out = []
