@@ -164,3 +164,49 @@ def test_unsupported_answers_are_looked_up_then_abstained(parts: Components) -> 
     script.used.clear()
     kept, _ = run(parts, "self_ask", script, agents=evidence)
     assert kept.answer == "Atlantis"  # without abstain the loop's answer stays
+
+
+def test_later_hops_read_the_passages_no_earlier_step_read_first(parts: Components) -> None:
+    from rag_complexity_agents.agents.answer import shown_docs
+
+    state: Any = {
+        "question": Q,
+        "steps": [{"index": 0, "sub_question": "a?"}, {"index": 1, "sub_question": "b?"}],
+        "retrievals": [
+            {"step": 0, "docs": [{"id": "a"}, {"id": "b"}, {"id": "c"}, {"id": "d"}]},
+            {"step": 1, "docs": [{"id": "a"}, {"id": "e"}, {"id": "c"}, {"id": "f"}]},
+        ],
+    }
+    l2 = Config(answer={"sub_passages": 2})
+    ctx = AgentContext(config=l2, parts=None, options={})  # type: ignore[arg-type]
+    assert [d["id"] for d in shown_docs(ctx, state, 1)] == ["a", "e"]
+    fresh = l2.model_copy(update={"agents": l2.agents.model_copy(update={"fresh_evidence": True})})
+    ctx = AgentContext(config=fresh, parts=None, options={})  # type: ignore[arg-type]
+    assert [d["id"] for d in shown_docs(ctx, state, 0)] == ["a", "b"]
+    # "c" was retrieved but not read for step 0: it stays in rank order after "e"
+    assert [d["id"] for d in shown_docs(ctx, state, 1)] == ["e", "c"]
+
+
+def test_an_echoed_sub_answer_is_asked_for_again(parts: Components) -> None:
+    from rag_complexity_agents.agents.answer import echoes_question
+
+    assert echoes_question("Spirited Away", "Who directed Spirited Away?")
+    assert not echoes_question("Spirited Away", "Which came first, Spirited Away or Ponyo?")
+    assert not echoes_question("yes", "Is yes a word?") and not echoes_question("", "Who?")
+    script = Script(
+        self_ask=[
+            "Follow up: Who directed Spirited Away?",
+            "Follow up: Where was Hayao Miyazaki born?",
+            "So the final answer is: Japan",
+        ],
+        answer=["Spirited Away", "Hayao Miyazaki", "Hayao Miyazaki", "Hayao Miyazaki"],
+    )
+    echo = {"mer": False, "reject_echo": True}
+    result, chat = run(parts, "self_ask", script, agents=echo)
+    steps = result.trace["steps"]
+    # asked again with the echo ruled out; an echo given twice becomes "unknown"
+    assert [s["answer"] for s in steps] == ["Hayao Miyazaki", "unknown"]
+    answers = humans(chat, "answer")
+    assert len(answers) == 4 and '(Not "Spirited Away"' in answers[1]
+    assert '(Not "Hayao Miyazaki"' in answers[3]
+    assert result.trace["llm_calls"] == len(chat.calls)

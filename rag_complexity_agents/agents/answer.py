@@ -16,6 +16,7 @@ from .abstain import NOT_FOUND, AbstainMode, abstention
 from .context import NAR_STRATEGIES, AgentContext
 from .parsers import as_text
 from .prompts import single_step as single_step_prompt
+from .retrieve import UNANSWERED
 from .single_step import extract_short_answer
 from .state import (
     AgentState,
@@ -43,10 +44,25 @@ def _step_query(state: AgentState, step: int) -> str:
 def shown_docs(ctx: AgentContext, state: AgentState, step: int) -> list[DocRecord]:
     """The passages the step's question is answered from: a sub-question's top-l
     (:attr:`AgentContext.sub_passages`, the paper's l); the question itself (single-step, or
-    a loop that looks up the whole question) gets the top-k (``answer.passages``)."""
+    a loop that looks up the whole question) gets the top-k (``answer.passages``). With
+    ``agents.fresh_evidence`` a later step's passages that no earlier step was answered from
+    come first."""
     whole = sub_question(state, step).strip() == state["question"].strip()
     top = ctx.config.answer.passages if whole else ctx.sub_passages
-    return step_docs(state, step)[:top]
+    docs = step_docs(state, step)
+    if ctx.agents.fresh_evidence and step > 0:
+        read = {d.get("id") for earlier in range(step) for d in shown_docs(ctx, state, earlier)}
+        docs = sorted(docs, key=lambda d: d.get("id") in read)  # stable: ranks kept
+    return docs[:top]
+
+
+def echoes_question(answer: str, query: str) -> bool:
+    """Whether ``answer`` only repeats what ``query`` names (it occurs in it as a whole run of
+    tokens), for a query that offers no choice ("A or B"); never for yes / no / unknown."""
+    norm = normalize_answer(answer)
+    if not norm or norm in YES_NO or norm in UNANSWERED:
+        return False
+    return "or" not in normalize_answer(query).split() and bool(cover_em(query, answer))
 
 
 def supported(answer: str, state: AgentState, ctx: AgentContext) -> bool:
@@ -78,33 +94,41 @@ def answer_from_evidence(
         or state.get("pending_query", state["question"])
     )
     docs = [doc_from_record(d) for d in shown_docs(ctx, state, step)]
-    if docs:
-        messages = [
-            ("system", single_step_prompt.SYSTEM),
-            (
-                "human",
-                single_step_prompt.user_message(
-                    sub, docs, max_chars=ctx.config.answer.passage_chars
-                ),
-            ),
+
+    def ask(counted: AgentState, ruled_out: str = "") -> tuple[ChatReply, str, Update]:
+        if docs:
+            message = single_step_prompt.user_message(
+                sub, docs, max_chars=ctx.config.answer.passage_chars, ruled_out=ruled_out
+            )
+            messages = [("system", single_step_prompt.SYSTEM), ("human", message)]
+        else:
+            messages = [("system", no_retrieval.SYSTEM), ("human", no_retrieval.user_message(sub))]
+        obj, reply, update = ask_step(
+            ctx,
+            counted,
+            messages,
+            kind="sub_answer",
+            max_tokens=ctx.agents.answer_max_tokens,
+            stop=["\n\n"],
+            schema=ShortAnswer,
+        )
+        answer = extract_short_answer(obj.answer if obj is not None else reply.text)
+        if not answer:
+            record_format_failure("sub_answer")
+        return reply, answer, update
+
+    reply, answer, update = ask(state)
+    if ctx.agents.reject_echo and docs and echoes_question(answer, sub):
+        echo = answer
+        counted: Any = {**state, **update}  # the state after the first call's costs
+        reply, answer, again = ask(counted, ruled_out=echo)
+        update.update(again)
+        if echoes_question(answer, sub):
+            answer = UNKNOWN_ANSWER
+        update["notes"] = [
+            *(update.get("notes") or state.get("notes") or []),
+            f"step {step}: the sub-answer {echo!r} repeats its query; asked again: {answer!r}",
         ]
-    else:
-        messages = [
-            ("system", no_retrieval.SYSTEM),
-            ("human", no_retrieval.user_message(sub)),
-        ]
-    obj, reply, update = ask_step(
-        ctx,
-        state,
-        messages,
-        kind="sub_answer",
-        max_tokens=ctx.agents.answer_max_tokens,
-        stop=["\n\n"],
-        schema=ShortAnswer,
-    )
-    answer = extract_short_answer(obj.answer if obj is not None else reply.text)
-    if not answer:
-        record_format_failure("sub_answer")
     return reply, answer, update
 
 
@@ -221,6 +245,7 @@ __all__ = [
     "answer_from_evidence",
     "answer_sub",
     "chosen_answer",
+    "echoes_question",
     "final_answer",
     "mer_node",
     "shorten_answer",

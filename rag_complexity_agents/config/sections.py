@@ -319,6 +319,19 @@ class AgentsConfig(BaseModel):
         description="Self-Ask: a follow-up that does not mention the previous intermediate "
         "answer (the bridge entity) is retrieved for and answered with it added.",
     )
+    fresh_evidence: bool = Field(
+        False,
+        description="Later steps are answered from the passages no earlier step was answered "
+        "from first, then the others: with agents.hop_pool the earlier hops' documents "
+        "otherwise fill the few passages a later hop reads.",
+    )
+    reject_echo: bool = Field(
+        False,
+        description="A sub-answer that only repeats what its own query names (e.g. 'Who "
+        "played George VI?' → 'George VI', or the previous hop's answer) is asked for once "
+        "more with that answer ruled out, then becomes 'unknown'; not for questions offering "
+        "a choice ('A or B').",
+    )
     stop: Literal["model", "evidence"] = Field(
         "model",
         description="Self-Ask: when a final answer ends the loop. 'model': the first one the "

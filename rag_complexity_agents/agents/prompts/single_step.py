@@ -22,6 +22,15 @@ def format_passages(docs: Sequence[ScoredDoc], *, max_chars: int = 700) -> str:
     return "\n".join(lines)
 
 
-def user_message(question: str, docs: Sequence[ScoredDoc], *, max_chars: int = 700) -> str:
+def user_message(
+    question: str, docs: Sequence[ScoredDoc], *, max_chars: int = 700, ruled_out: str = ""
+) -> str:
+    """The passages and the question; ``ruled_out``: an answer the model gave before that
+    only repeats what the question names, which it is told to avoid."""
     passages = format_passages(docs, max_chars=max_chars)
-    return f"Passages:\n{passages}\n\nQuestion: {question}\nAnswer:"
+    note = (
+        f'\n(Not "{ruled_out}": the question is about it. Name what it asks for.)'
+        if ruled_out
+        else ""
+    )
+    return f"Passages:\n{passages}\n\nQuestion: {question}{note}\nAnswer:"
