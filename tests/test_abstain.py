@@ -18,7 +18,7 @@ from rag_complexity_agents.agents.answer import final_answer
 from rag_complexity_agents.agents.context import derive_components
 from rag_complexity_agents.agents.prompts import self_ask
 from rag_complexity_agents.agents.registry import build_preset
-from rag_complexity_agents.agents.run import run_graph
+from rag_complexity_agents.agents.run import run_config, run_graph
 from rag_complexity_agents.components import Components
 from rag_complexity_agents.retrieval.mer import DEFAULT_EXEMPLARS
 
@@ -121,6 +121,10 @@ def test_loop_never_returns_an_unsupported_exemplar_answer(parts: Components) ->
     assert result.trace["loop_answer"] == "Rembrandt"
     assert result.answer == NOT_FOUND
     assert result.trace["answer_source"].startswith("abstained")
+    # the finished state, checked again (as benchmarks/robustness.py does), says the same
+    final = graph.invoke({"question": "哪位作家写了《红楼梦》？"}, run_config(thread_id="again"))
+    assert final_answer(final) == (final["answer"], final["answer_source"])
+    assert final["answer_source"].count("abstained") == 1
 
 
 def test_the_benchmark_counts_answers_that_contain_an_exemplar_answer(

@@ -229,7 +229,7 @@ def chosen_answer(state: Mapping[str, Any]) -> tuple[str, str]:
         if short:
             return short, "mer (closing clause of an unformatted reply)"
     if loop_answer:
-        return loop_answer, str(state.get("answer_source") or "loop")
+        return loop_answer, str(state.get("loop_source") or "loop")
     if mer_answer:
         return mer_answer, "mer (unformatted)"
     for step in reversed(state.get("steps") or []):

@@ -33,7 +33,7 @@ def answer(state: AgentState, ctx: AgentContext) -> Update:
     return {
         "steps": merge_steps(steps, [{"index": 0, "answer": text, "raw": reply.text}]),
         "loop_answer": text,
-        "answer_source": "loop",
+        "loop_source": "loop",
         "stop_reason": "single_pass",
         **update,
     }
@@ -62,7 +62,7 @@ def _cot_answer(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: 
         return {
             "steps": steps,
             "loop_answer": parsed.answer,
-            "answer_source": "loop",
+            "loop_source": "loop",
             "stop_reason": "final_answer",
         }
     return {"steps": steps, "stop_reason": "format_error", "format_errors": 1}

@@ -86,7 +86,7 @@ def _reason(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: CoTP
         return {
             **update,
             "loop_answer": parsed.answer,
-            "answer_source": "loop",
+            "loop_source": "loop",
             "stop_reason": "final_answer",
             "next_node": "conclude",
         }
@@ -113,7 +113,7 @@ def _reason(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: CoTP
 def _forced(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: CoTParse) -> Update:
     answer = parsed.answer or parse_cot(parsed.reasoning or reply.text).answer
     if answer and not copied_exemplar(answer, EXAMPLE_ANSWERS, state):
-        return {"loop_answer": answer, "answer_source": "forced_final"}
+        return {"loop_answer": answer, "loop_source": "forced_final"}
     return {}
 
 

@@ -72,7 +72,7 @@ def _act(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: ReActPa
     if action == "finish":
         return {
             "loop_answer": argument,
-            "answer_source": "loop",
+            "loop_source": "loop",
             "stop_reason": "final_answer",
             "next_node": "conclude",
         }
@@ -185,7 +185,7 @@ def conclude(state: AgentState, ctx: AgentContext) -> Update:
             and not copied_exemplar(parsed.argument, EXAMPLE_ANSWERS, state)
         ):
             answer = parsed.argument
-            update.update(loop_answer=answer, answer_source="forced_final")
+            update.update(loop_answer=answer, loop_source="forced_final")
         if not state.get("stop_reason"):
             update["stop_reason"] = "max_steps"
     filled: list[Step] = []

@@ -113,7 +113,7 @@ def _plan(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: SearCh
             return {
                 **update,
                 "loop_answer": parsed.final,
-                "answer_source": "loop",
+                "loop_source": "loop",
                 "stop_reason": "final_answer",
                 "next_node": "conclude",
             }
@@ -166,7 +166,7 @@ def check(state: AgentState, ctx: AgentContext) -> Update:
         update.update(
             chain=chain,
             loop_answer=candidate,
-            answer_source="loop",
+            loop_source="loop",
             stop_reason="final_answer",
             next_node="conclude",
         )
@@ -199,9 +199,9 @@ def _forced(
 ) -> Update:
     update: Update = {}
     if parsed.final and not copied_exemplar(parsed.final, EXAMPLE_ANSWERS, state):
-        update.update(loop_answer=parsed.final, answer_source="forced_final")
+        update.update(loop_answer=parsed.final, loop_source="forced_final")
     elif state.get("candidate_answer"):
-        update.update(loop_answer=state["candidate_answer"], answer_source="unchecked_final")
+        update.update(loop_answer=state["candidate_answer"], loop_source="unchecked_final")
     if not state.get("stop_reason"):
         update["stop_reason"] = "max_steps"
     return update

@@ -123,7 +123,7 @@ def _decide(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: Self
             return {**lookup, "format_hint": False}
         return {
             "loop_answer": parsed.answer,
-            "answer_source": "loop",
+            "loop_source": "loop",
             "stop_reason": "final_answer",
             "next_node": "conclude",
         }
@@ -185,7 +185,7 @@ def _forced(state: AgentState, ctx: AgentContext, reply: ChatReply, parsed: Self
         and parsed.answer
         and not copied_exemplar(parsed.answer, EXAMPLE_ANSWERS, state)
     ):
-        update.update(loop_answer=parsed.answer, answer_source="forced_final")
+        update.update(loop_answer=parsed.answer, loop_source="forced_final")
     if not state.get("stop_reason"):
         update["stop_reason"] = "max_steps"
     return update

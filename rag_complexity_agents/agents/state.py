@@ -162,7 +162,8 @@ class AgentState(TypedDict, total=False):
     follow_up_hint: bool  # Self-Ask: ask for one more follow-up (a first-hop final answer)
     # outcome
     loop_answer: str
-    answer_source: str
+    loop_source: str  # how the loop reached loop_answer: "loop", "forced_final", …
+    answer_source: str  # where the final answer came from (set by finish)
     stop_reason: str
     mer: dict[str, Any]
     answer: str

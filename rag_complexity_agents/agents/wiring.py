@@ -173,6 +173,7 @@ def start_node(loop: str, name: str) -> NodeFn:
             "format_hint": False,
             "follow_up_hint": False,
             "loop_answer": "",
+            "loop_source": "",
             "answer_source": "",
             "stop_reason": "",
             "mer": {},
