@@ -655,22 +655,34 @@ def abstention(
 
 
 def dev_cover_em(paths: list[Path]) -> list[dict[str, Any]]:
-    """Rows of end-to-end result files (``benchmarks/end_to_end.py --out``): dataset, n and
-    cover-EM of each row, labelled by the file's name (e.g. before / after the check)."""
+    """Per end-to-end run file (``benchmarks/end_to_end.py``'s per-question JSONL, answerable
+    dev questions): cover-EM of the answers with the final-answer check (the run's prediction)
+    and without it (the answer the check read, :func:`.answer.chosen_answer` of the trace),
+    and how many answers the check replaced."""
+    from rag_complexity_agents.agents.answer import chosen_answer
+    from rag_complexity_agents.eval.metrics import cover_em
+
     out = []
     for path in paths:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        for row in data.get("rows", []):
-            out.append(
-                {
-                    "run": path.stem,
-                    "dataset": row.get("dataset"),
-                    "strategy": row.get("strategy"),
-                    "n": row.get("n"),
-                    "cover_em": row.get("cover_em"),
-                    "load_average": row.get("load_average"),
-                }
-            )
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        rows = [r for r in rows if not r.get("error")]
+        before = [cover_em(chosen_answer(r["trace"])[0], r["gold"]) for r in rows]
+        after = [float(r["metrics"]["cover_em"]) for r in rows]
+        replaced = sum(
+            str(r["trace"].get("answer_source", "")).startswith("abstained") for r in rows
+        )
+        first = rows[0] if rows else {}
+        out.append(
+            {
+                "run": path.name,
+                "dataset": first.get("dataset"),
+                "strategy": first.get("strategy"),
+                "n": len(rows),
+                "cover_em_without_check": round(100 * sum(before) / max(len(rows), 1), 1),
+                "cover_em": round(100 * sum(after) / max(len(rows), 1), 1),
+                "replaced": replaced,
+            }
+        )
     return out
 
 
@@ -1005,16 +1017,19 @@ def _abstention_lines(data: dict[str, Any]) -> list[str]:
     if dev:
         lines += [
             "",
-            "End-to-end cover-EM on answerable dev questions (first 20 MuSiQue + 20 2Wiki "
-            "compositional, same LLM calls through the cache; commands below):",
+            "End-to-end cover-EM (%) on answerable dev questions, each run's answers with "
+            "the final-answer check (its predictions) and without it (the answer the check "
+            "read, recomputed from the trace); `replaced`: answers the check made "
+            '"not found":',
             "",
-            "| run | dataset | strategy | n | cover-EM | load average |",
-            "|---|---|---|---:|---:|---|",
+            "| run file | dataset | strategy | n | cover-EM without check | with check "
+            "| replaced |",
+            "|---|---|---|---:|---:|---:|---:|",
         ]
         for row in dev["rows"]:
             lines.append(
                 f"| {row['run']} | {row['dataset']} | {row['strategy']} | {row['n']} | "
-                f"{row['cover_em']} | {row['load_average']} |"
+                f"{row['cover_em_without_check']} | {row['cover_em']} | {row['replaced']} |"
             )
     return lines
 
@@ -1177,8 +1192,8 @@ def main() -> None:
     parser.add_argument(
         "--dev-runs",
         default="",
-        help="abstention: comma-separated benchmarks/end_to_end.py --out files (dev cover-EM "
-        "before / after the final-answer check) to record",
+        help="abstention: comma-separated benchmarks/end_to_end.py run files (per-question "
+        "JSONL) whose dev cover-EM with / without the final-answer check to record",
     )
     parser.add_argument("--requests", type=int, default=16, help="load: concurrent requests")
     parser.add_argument(

@@ -139,3 +139,30 @@ def test_the_benchmark_counts_answers_that_contain_an_exemplar_answer(
     assert robustness.is_exemplar_answer("2012")
     assert not robustness.is_exemplar_answer("Godwin")
     assert not robustness.is_exemplar_answer("No")  # yes/no is a kind of answer
+
+
+def test_the_benchmark_scores_dev_runs_with_and_without_the_check(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The dev cover-EM without the check is that of the answer the check read (from the
+    trace), with it that of the run's prediction."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    robustness = importlib.import_module("robustness")
+    monkeypatch.delitem(sys.modules, "robustness")
+    kept = {"loop_answer": "Tokyo", "answer_source": "loop", "mer": {}}
+    replaced = {"loop_answer": "Kyoto", "answer_source": "abstained: loop gave …", "mer": {}}
+    rows = [
+        {"dataset": "d", "strategy": "s", "gold": ["Tokyo"], "prediction": "Tokyo",
+         "metrics": {"cover_em": 1.0}, "trace": kept},
+        {"dataset": "d", "strategy": "s", "gold": ["Kyoto"], "prediction": NOT_FOUND,
+         "metrics": {"cover_em": 0.0}, "trace": replaced},
+    ]  # fmt: skip
+    path = tmp_path / "run.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (row,) = robustness.dev_cover_em([path])
+    assert (row["n"], row["cover_em_without_check"], row["cover_em"], row["replaced"]) == (
+        2,
+        100.0,
+        50.0,
+        1,
+    )
