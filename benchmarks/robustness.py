@@ -674,7 +674,7 @@ def dev_cover_em(paths: list[Path]) -> list[dict[str, Any]]:
         first = rows[0] if rows else {}
         out.append(
             {
-                "run": path.name,
+                "run": f"{path.parent.name}/{path.name}",
                 "dataset": first.get("dataset"),
                 "strategy": first.get("strategy"),
                 "n": len(rows),
