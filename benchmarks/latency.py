@@ -14,8 +14,10 @@ per preset; no rates, floors, cold runs or cold-start profile; writes
 ``latency_tokens.{json,md}``, so it is informative on a busy machine). It measures:
 
 * ``prefill_tok_s`` / ``decode_tok_s``: the packaged model's prompt and generation rates with
-  the thread count the runtime picks, measured before every preset (the top level gives the
-  median); the floor of a preset uses the rates measured just before it;
+  the thread count the runs use (an "auto" runtime fits it to the free cores first, as every
+  model call does), measured before every preset (the top level gives the median; each
+  entry records its ``threads``); the floor of a preset uses the rates measured just before
+  it;
 * per preset and question, warm (model loaded, collection open, no LLM call cache): the
   prompt tokens evaluated (``new_tokens``) vs served from the KV / prefix cache
   (``reused_tokens``), ``decoded_tokens`` and ``model_calls`` as counted by the llama.cpp
@@ -23,15 +25,19 @@ per preset; no rates, floors, cold runs or cold-start profile; writes
   ``llm_calls``, the measured ``retrieval_s`` (retrieval rounds minus the ASU model calls made
   inside them), ``llm_busy_s`` (time the model was in use), ``warm_s`` and
   ``floor_s`` = new / prefill + decoded / decode + retrieval;
-* ``cold_s``: a fresh ``rca ask`` process for the demo question until it exits;
+* ``cold_s``: a fresh ``rca ask`` process for the demo question until it exits, started once
+  the load average fell to ``IDLE_LOAD`` (``--settle-s``, default 120: the longest wait);
 * a cold-start profile of one fresh process: import of the ``rca`` app, model load,
-  collection open (first search) and the first streamed token; and the slowest imports of
+  collection open (first search; split into BM25, graph, query embedder, Chroma and the
+  search itself) and the first streamed token; and the slowest imports of
   ``python -X importtime``.
 
 Targets (met / missed in the results): warm <= 1.3 x floor for every preset; the demo preset
 (``self_ask_sunar_mer``) warm <= 15 s and cold <= 25 s on the demo question; ``single_step``
 warm <= 4 s. Absolute times only mean something on an idle machine: the results state the load
-average during the run and call the run non-idle when it was above ``IDLE_LOAD``.
+average and the other processes' CPU use (:class:`OtherLoad`, the benchmark's own excluded)
+and call the run non-idle when the load average before it or the others' use during it was
+above ``IDLE_LOAD``.
 
 Writes ``benchmarks/results/latency.json`` and ``benchmarks/results/latency.md``.
 """
@@ -293,8 +299,22 @@ def ask_args(preset: str) -> list[str]:
     return ["--loop", p.loop, "--retrieval", str(p.retrieval), "--mer" if p.mer else "--no-mer"]
 
 
-def cold_run(preset: str, question: str, home: Path) -> dict[str, Any]:
+def settle(target: float, limit_s: float) -> float:
+    """Wait (at most ``limit_s``) until the 1-min load average is at most ``target``; the
+    seconds waited. A fresh ``rca ask`` starts with as many llama.cpp threads as the rounded
+    load average leaves free (until its first reading of the free cores), so right after
+    the warm runs the benchmark's own finished work would cost the cold run a thread."""
+    tick = time.monotonic()
+    while load_average() > target and time.monotonic() - tick < limit_s:
+        time.sleep(2.0)
+    return round(time.monotonic() - tick, 1)
+
+
+def cold_run(preset: str, question: str, home: Path, *, settle_s: float = 0.0) -> dict[str, Any]:
+    """A fresh ``rca ask`` of ``preset`` for ``question``; first waits (at most
+    ``settle_s``) for the load average to fall to ``IDLE_LOAD``."""
     rca = Path(sys.executable).with_name("rca")
+    waited = settle(IDLE_LOAD, settle_s)
     load = load_average()
     tick = time.perf_counter()
     done = subprocess.run(
@@ -309,7 +329,12 @@ def cold_run(preset: str, question: str, home: Path) -> dict[str, Any]:
     if done.returncode == 0:
         answer = json.loads(done.stdout).get("answer")
     print(f"  cold {preset}: {seconds:.1f} s rc {done.returncode} answer {answer!r}", flush=True)
-    return {"cold_s": round(seconds, 2), "cold_ok": done.returncode == 0, "cold_load": load}
+    return {
+        "cold_s": round(seconds, 2),
+        "cold_ok": done.returncode == 0,
+        "cold_load": load,
+        "cold_settle_s": waited,
+    }
 
 
 _PROFILE = r"""
@@ -478,7 +503,15 @@ def write_markdown(data: dict[str, Any], path: Path) -> None:
         f"(each: {rates}).",
         "",
         "Floor = new prompt tokens / prefill + decoded tokens / decode + retrieval time. Token "
-        "counts come from the llama.cpp runtime (`runtime_stats()`); per question, averaged.",
+        "counts come from the llama.cpp runtime (`runtime_stats()`); per question, averaged. "
+        "Cold = a fresh `rca ask` process for the demo question, started once the load average "
+        f"fell to {IDLE_LOAD} (waited "
+        + ", ".join(
+            f"{s['strategy']} {s['cold_settle_s']} s"
+            for s in data["summary"]
+            if s.get("cold_settle_s") is not None
+        )
+        + ").",
         "",
         "| strategy | warm s | floor s | warm/floor | demo warm s | cold s | new tok | reused "
         "tok | decoded tok | model calls | loop LLM calls | retrieval s | model busy s |",
@@ -566,6 +599,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--no-profile", action="store_true", help="skip the cold-start profile")
     ap.add_argument(
+        "--settle-s",
+        type=float,
+        default=120.0,
+        help="before each cold run, wait at most this long for the load average to fall to "
+        f"{IDLE_LOAD} (0: do not wait)",
+    )
+    ap.add_argument(
         "--tokens-only",
         action="store_true",
         help="token and call counts only (no rates, floors, cold runs or profile)",
@@ -614,7 +654,7 @@ def main(argv: list[str] | None = None) -> None:
     loads += [r["load"] for r in rows]
     cold = {}
     for preset in cold_presets:
-        cold[preset] = cold_run(preset, DEMO_QUESTION, home)
+        cold[preset] = cold_run(preset, DEMO_QUESTION, home, settle_s=args.settle_s)
         cold[preset]["cold_others"] = others.reading(f"cold {preset}")
         loads.append(cold[preset]["cold_load"])
     loads.append(load_average())
