@@ -129,8 +129,9 @@ def _layer(w: dict[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
 class NumpyBertEncoder:
     """The sentence vectors of a :func:`plain_bert_layout` directory: rows are L2-normalised
     float32, texts truncated to the model's ``max_seq_length`` tokens (special tokens
-    included), like sentence-transformers. The tokenizer loads in the constructor, the
-    weights on the first :meth:`encode`.
+    included), like sentence-transformers. The tokenizer loads in the constructor (which
+    needs ``tokenizers``, ``safetensors`` and ``threadpoolctl``: MissingDependency without
+    them), the weights on the first :meth:`encode`.
 
     Meant for a few short texts at a time: :meth:`encode` runs on one BLAS thread, because
     OpenBLAS's threads spin-wait like llama.cpp's (on a busy machine a query took 118 ms on
@@ -144,7 +145,11 @@ class NumpyBertEncoder:
                 f"{self.path} is not a plain BERT + mean pooling + normalise "
                 "sentence-transformers directory"
             )
-        tokenizers = require("tokenizers", "the NumPy BERT encoder")
+        purpose = "the NumPy BERT encoder"
+        tokenizers = require("tokenizers", purpose)
+        self._safetensors = require("safetensors.numpy", purpose)
+        #: BLAS thread pools (threadpoolctl): :meth:`encode` runs on one thread
+        self._blas = require("threadpoolctl", purpose).ThreadpoolController()
         config = _json(self.path / "config.json")
         self.dimension = int(config["hidden_size"])
         self.heads = int(config["num_attention_heads"])
@@ -158,8 +163,7 @@ class NumpyBertEncoder:
     @cached_property
     def _weights(self) -> tuple[dict[str, np.ndarray], list[dict[str, np.ndarray]]]:
         """The embedding weights by name, and per layer its weights (see :func:`_layer`)."""
-        st_numpy = require("safetensors.numpy", "the NumPy BERT encoder")
-        raw = st_numpy.load_file(str(self.path / "model.safetensors"))
+        raw = self._safetensors.load_file(str(self.path / "model.safetensors"))
         prefix = "bert." if "bert.embeddings.word_embeddings.weight" in raw else ""
         weights = {
             key[len(prefix) :]: np.ascontiguousarray(value, dtype=np.float32)
@@ -167,11 +171,6 @@ class NumpyBertEncoder:
             if key.startswith(prefix) and value.dtype.kind == "f"
         }
         return weights, [_layer(weights, i) for i in range(self.layer_count)]
-
-    @cached_property
-    def _threads(self) -> Any:
-        """The BLAS thread-pool controller (threadpoolctl)."""
-        return require("threadpoolctl", "the NumPy BERT encoder").ThreadpoolController()
 
     def _max_length(self, config: dict[str, Any]) -> int:
         """sentence-transformers' truncation length: ``max_seq_length`` (else the
@@ -203,7 +202,7 @@ class NumpyBertEncoder:
                 n = len(encodings[i].ids)
                 ids[r, :n] = encodings[i].ids
                 mask[r, :n] = True
-            with self._threads.limit(limits=1, user_api="blas"):
+            with self._blas.limit(limits=1, user_api="blas"):
                 out[rows] = self._forward(ids, mask)
         return out
 
