@@ -14,8 +14,10 @@ per preset; no rates, floors, cold runs or cold-start profile; writes
 ``latency_tokens.{json,md}``, so it is informative on a busy machine). It measures:
 
 * ``prefill_tok_s`` / ``decode_tok_s``: the packaged model's prompt and generation rates with
-  the thread count the runtime picks, measured before every preset (the top level gives the
-  median); the floor of a preset uses the rates measured just before it;
+  the thread count the runs use (an "auto" runtime fits it to the free cores first, as every
+  model call does), measured before every preset (the top level gives the median; each
+  entry records its ``threads``); the floor of a preset uses the rates measured just before
+  it;
 * per preset and question, warm (model loaded, collection open, no LLM call cache): the
   prompt tokens evaluated (``new_tokens``) vs served from the KV / prefix cache
   (``reused_tokens``), ``decoded_tokens`` and ``model_calls`` as counted by the llama.cpp
@@ -23,15 +25,19 @@ per preset; no rates, floors, cold runs or cold-start profile; writes
   ``llm_calls``, the measured ``retrieval_s`` (retrieval rounds minus the ASU model calls made
   inside them), ``llm_busy_s`` (time the model was in use), ``warm_s`` and
   ``floor_s`` = new / prefill + decoded / decode + retrieval;
-* ``cold_s``: a fresh ``rca ask`` process for the demo question until it exits;
+* ``cold_s``: a fresh ``rca ask`` process for the demo question until it exits, started once
+  the load average fell to ``IDLE_LOAD`` (``--settle-s``, default 120: the longest wait);
 * a cold-start profile of one fresh process: import of the ``rca`` app, model load,
-  collection open (first search) and the first streamed token; and the slowest imports of
+  collection open (first search; split into BM25, graph, query embedder, Chroma and the
+  search itself) and the first streamed token; and the slowest imports of
   ``python -X importtime``.
 
 Targets (met / missed in the results): warm <= 1.3 x floor for every preset; the demo preset
 (``self_ask_sunar_mer``) warm <= 15 s and cold <= 25 s on the demo question; ``single_step``
 warm <= 4 s. Absolute times only mean something on an idle machine: the results state the load
-average during the run and call the run non-idle when it was above ``IDLE_LOAD``.
+average and the other processes' CPU use (:class:`OtherLoad`, the benchmark's own excluded)
+and call the run non-idle when the load average before it or the others' use during it was
+above ``IDLE_LOAD``.
 
 Writes ``benchmarks/results/latency.json`` and ``benchmarks/results/latency.md``.
 """
@@ -73,6 +79,51 @@ def load_average() -> float:
     return round(os.getloadavg()[0], 2)
 
 
+class OtherLoad:
+    """CPU used by other processes while the benchmark runs: the machine's busy CPU time
+    (``/proc/stat``) minus this benchmark's own (its threads and its finished child
+    processes: the cold runs and the profile), in busy cores averaged over each part of the
+    run. Unlike the load average it leaves out the benchmark's own llama.cpp threads, so it
+    tells whether the machine was otherwise idle. Without ``/proc/stat`` readings are None."""
+
+    def __init__(self) -> None:
+        self._last = self._sample()
+        self.parts: list[dict[str, Any]] = []
+
+    @staticmethod
+    def _sample() -> tuple[float, float, float] | None:
+        """(monotonic s, machine busy CPU s, own and children's CPU s)."""
+        try:
+            with open("/proc/stat", encoding="ascii") as handle:
+                ticks = [int(x) for x in handle.readline().split()[1:9]]
+        except (OSError, ValueError):
+            return None
+        busy = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # minus idle, iowait
+        own = os.times()
+        return (
+            time.monotonic(),
+            busy,
+            own.user + own.system + own.children_user + own.children_system,
+        )
+
+    def reading(self, part: str) -> float | None:
+        """Busy cores of other processes since the previous reading, recorded as ``part``."""
+        now = self._sample()
+        cores = None
+        if now is not None and self._last is not None and now[0] > self._last[0]:
+            others = (now[1] - self._last[1]) - (now[2] - self._last[2])
+            cores = round(max(0.0, others) / (now[0] - self._last[0]), 2)
+            self.parts.append(
+                {"part": part, "seconds": round(now[0] - self._last[0], 1), "cores": cores}
+            )
+        self._last = now
+        return cores
+
+    def peak(self) -> float | None:
+        values = [p["cores"] for p in self.parts]
+        return max(values) if values else None
+
+
 def rca_env(home: Path) -> dict[str, str]:
     """The environment of a child ``rca`` process: this tree first, the benchmark's home."""
     env = dict(os.environ)
@@ -103,7 +154,10 @@ def questions(n: int) -> list[str]:
 
 
 def measure_rates(chat: Any) -> dict[str, float]:
-    """Prefill and decode rates of ``chat``'s runtime (a fresh KV cache; left reset)."""
+    """Prefill and decode rates of ``chat``'s runtime (a fresh KV cache; left reset), with
+    the thread count the runs use: an "auto" runtime first fits its threads to the free
+    cores as every model call does (the count chosen at load follows the rounded load
+    average of that moment)."""
     from rag_complexity_agents.corpus.demo import DEMO_CORPUS
     from rag_complexity_agents.models.llamacpp.prefix_cache import BLOCK
 
@@ -112,6 +166,8 @@ def measure_rates(chat: Any) -> dict[str, float]:
     text = DEMO_CORPUS.read_text(encoding="utf-8")
     tokens = llama.tokenize(text.encode("utf-8"), add_bos=False)[:RATE_PROMPT_TOKENS]
     with runtime.lock:
+        if runtime.core_monitor is not None:
+            runtime._fit_threads(runtime.core_monitor.update())
         llama.reset()
         tick = time.perf_counter()
         for start in range(0, len(tokens), BLOCK):
@@ -135,7 +191,11 @@ def measure_rates(chat: Any) -> dict[str, float]:
         llama.reset()
         runtime.canon = runtime.primed = 0
         runtime.generating = False
-    return {"prefill_tok_s": round(prefill, 1), "decode_tok_s": round(decode, 1)}
+    return {
+        "prefill_tok_s": round(prefill, 1),
+        "decode_tok_s": round(decode, 1),
+        "threads": runtime.threads,
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -155,10 +215,17 @@ def retrieval_seconds(trace: dict[str, Any]) -> float:
 
 
 def warm_runs(
-    parts: Any, presets: list[str], qs: list[str], chat: Any, *, rates_too: bool = True
+    parts: Any,
+    presets: list[str],
+    qs: list[str],
+    chat: Any,
+    others: OtherLoad,
+    *,
+    rates_too: bool = True,
 ) -> tuple[list[dict[str, Any]], list[dict[str, float]]]:
     """One row per preset and question; the rates measured before each preset (none
-    without ``rates_too``: floors and ratios are then None)."""
+    without ``rates_too``: floors and ratios are then None); ``others`` gets a reading per
+    preset."""
     from rag_complexity_agents.eval.strategies import build_strategy
     from rag_complexity_agents.models.llamacpp import runtime_stats
 
@@ -213,6 +280,7 @@ def warm_runs(
                 f"answer {result.answer!r}",
                 flush=True,
             )
+        others.reading(f"warm {preset}")
     return rows, rates_seen
 
 
@@ -231,8 +299,22 @@ def ask_args(preset: str) -> list[str]:
     return ["--loop", p.loop, "--retrieval", str(p.retrieval), "--mer" if p.mer else "--no-mer"]
 
 
-def cold_run(preset: str, question: str, home: Path) -> dict[str, Any]:
+def settle(target: float, limit_s: float) -> float:
+    """Wait (at most ``limit_s``) until the 1-min load average is at most ``target``; the
+    seconds waited. A fresh ``rca ask`` starts with as many llama.cpp threads as the rounded
+    load average leaves free (until its first reading of the free cores), so right after
+    the warm runs the benchmark's own finished work would cost the cold run a thread."""
+    tick = time.monotonic()
+    while load_average() > target and time.monotonic() - tick < limit_s:
+        time.sleep(2.0)
+    return round(time.monotonic() - tick, 1)
+
+
+def cold_run(preset: str, question: str, home: Path, *, settle_s: float = 0.0) -> dict[str, Any]:
+    """A fresh ``rca ask`` of ``preset`` for ``question``; first waits (at most
+    ``settle_s``) for the load average to fall to ``IDLE_LOAD``."""
     rca = Path(sys.executable).with_name("rca")
+    waited = settle(IDLE_LOAD, settle_s)
     load = load_average()
     tick = time.perf_counter()
     done = subprocess.run(
@@ -247,30 +329,59 @@ def cold_run(preset: str, question: str, home: Path) -> dict[str, Any]:
     if done.returncode == 0:
         answer = json.loads(done.stdout).get("answer")
     print(f"  cold {preset}: {seconds:.1f} s rc {done.returncode} answer {answer!r}", flush=True)
-    return {"cold_s": round(seconds, 2), "cold_ok": done.returncode == 0, "cold_load": load}
+    return {
+        "cold_s": round(seconds, 2),
+        "cold_ok": done.returncode == 0,
+        "cold_load": load,
+        "cold_settle_s": waited,
+    }
 
 
 _PROFILE = r"""
 import json, sys, time
-t0 = time.perf_counter()
+steps, tick = {}, time.perf_counter()
+def step(name):
+    global tick
+    now = time.perf_counter()
+    steps[name], tick = now - tick, now
 from rag_complexity_agents.cli import app  # what `rca` imports
-t1 = time.perf_counter()
+step("import_s")
 from rag_complexity_agents.components import Components
 from rag_complexity_agents.config import Config
 from rag_complexity_agents.profiles import apply_profile
 parts = Components(apply_profile(Config()))
 chat = parts.chat
 chat._runtime()
-t2 = time.perf_counter()
+step("model_load_s")
+store = parts.store
+store.bm25
+step("bm25_load_s")
+store.graph
+step("graph_load_s")
+store.embedder.encode_query(sys.argv[1])
+step("embedder_load_s")
+store.chroma_count()
+step("chroma_open_s")
 parts.first_stage.search(sys.argv[1], 5)
-t3 = time.perf_counter()
+step("first_search_s")
 for chunk in chat.stream([("human", sys.argv[1])], max_tokens=4):
     if chunk.content:
         break
-t4 = time.perf_counter()
-print(json.dumps({"import_s": t1 - t0, "model_load_s": t2 - t1, "collection_open_s": t3 - t2,
-                  "first_token_s": t4 - t3}))
+step("first_token_s")
+steps["collection_open_s"] = sum(steps[k] for k in COLLECTION_STEPS)
+print(json.dumps(steps))
 """
+#: The parts of "collection open" in the cold-start profile: BM25 (import of bm25s, load),
+#: the neighbourhood graph, the query embedder (load and first vector), Chroma (import,
+#: client start, collection) and the first search with all of them loaded.
+COLLECTION_STEPS = (
+    "bm25_load_s",
+    "graph_load_s",
+    "embedder_load_s",
+    "chroma_open_s",
+    "first_search_s",
+)
+_PROFILE = _PROFILE.replace("COLLECTION_STEPS", repr(COLLECTION_STEPS))
 
 
 def cold_profile(home: Path) -> dict[str, Any]:
@@ -359,25 +470,48 @@ def targets(summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def idle(start_load: float, others_peak: float | None) -> bool:
+    """An idle run: the load average before it started and the other processes' CPU use in
+    every part of it (when measurable) at most ``IDLE_LOAD``."""
+    return start_load <= IDLE_LOAD and (others_peak is None or others_peak <= IDLE_LOAD)
+
+
 def write_markdown(data: dict[str, Any], path: Path) -> None:
     loads = data["load_average"]
-    rates = ", ".join(f"{r['prefill_tok_s']}/{r['decode_tok_s']}" for r in data["rates"])
-    idle = loads["max"] <= IDLE_LOAD
-    label = "idle" if idle else f"**NON-IDLE run** (load up to {loads['max']} on 2 cores)"
+    rates = ", ".join(
+        f"{r['prefill_tok_s']}/{r['decode_tok_s']} ({r.get('threads', '?')} thr.)"
+        for r in data["rates"]
+    )
+    peak = max((p["cores"] for p in data.get("other_load") or []), default=None)
+    label = (
+        "idle"
+        if data["idle"]
+        else f"**NON-IDLE run** (load average at start {loads['start']}, other processes "
+        f"up to {peak} busy cores)"
+    )
     lines = [
         "# Latency: warm and cold wall time against the token compute floor",
         "",
         f"`{data['command']}` — {data['machine']}, threads {data['threads']}, "
-        f"{data['questions']} question(s), {label}. Load average (1 min): start "
-        f"{loads['start']}, end {loads['end']}, max {loads['max']}. "
-        + ("" if idle else "Absolute times of a non-idle run are not meaningful. "),
+        f"{data['questions']} question(s), {label}. Load average (1 min, this benchmark's "
+        f"threads included): start {loads['start']}, end {loads['end']}, max {loads['max']}; "
+        f"other processes' busy cores (the benchmark's own CPU excluded): peak {peak}. "
+        + ("" if data["idle"] else "Absolute times of a non-idle run are not meaningful. "),
         "",
         f"Rates (median of one measurement before each preset): prefill "
         f"**{data['prefill_tok_s']} tok/s**, decode **{data['decode_tok_s']} tok/s** "
         f"(each: {rates}).",
         "",
         "Floor = new prompt tokens / prefill + decoded tokens / decode + retrieval time. Token "
-        "counts come from the llama.cpp runtime (`runtime_stats()`); per question, averaged.",
+        "counts come from the llama.cpp runtime (`runtime_stats()`); per question, averaged. "
+        "Cold = a fresh `rca ask` process for the demo question, started once the load average "
+        f"fell to {IDLE_LOAD} (waited "
+        + ", ".join(
+            f"{s['strategy']} {s['cold_settle_s']} s"
+            for s in data["summary"]
+            if s.get("cold_settle_s") is not None
+        )
+        + ").",
         "",
         "| strategy | warm s | floor s | warm/floor | demo warm s | cold s | new tok | reused "
         "tok | decoded tok | model calls | loop LLM calls | retrieval s | model busy s |",
@@ -401,7 +535,8 @@ def write_markdown(data: dict[str, Any], path: Path) -> None:
             "## Cold start (one fresh process)",
             "",
             f"Import of the `rca` app {prof['import_s']} s, model load {prof['model_load_s']} s, "
-            f"collection open (first search) {prof['collection_open_s']} s, first token "
+            f"collection open (first search) {prof['collection_open_s']} s "
+            f"{collection_parts(prof)}, first token "
             f"{prof['first_token_s']} s (load {prof['load']}). Slowest imported packages "
             "on that path (`python -X importtime`; cumulative s, a package's imports included): "
             + ", ".join(f"`{n}` {s}" for n, s in prof["slowest_imports"])
@@ -409,6 +544,20 @@ def write_markdown(data: dict[str, Any], path: Path) -> None:
         ]
     lines += ["", "## Analysis", "", *analysis_block(read_analysis(path)), ""]
     path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def collection_parts(prof: dict[str, Any]) -> str:
+    """The parts of the profile's collection open, e.g. "(BM25 0.4 + graph 0.0 + ...)"."""
+    names = {
+        "bm25_load_s": "BM25",
+        "graph_load_s": "graph",
+        "embedder_load_s": "query embedder",
+        "chroma_open_s": "Chroma",
+        "first_search_s": "first search",
+    }
+    if any(key not in prof for key in names):  # a profile of an earlier version
+        return ""
+    return "(" + " + ".join(f"{label} {prof[key]}" for key, label in names.items()) + ")"
 
 
 def write_tokens_markdown(data: dict[str, Any], path: Path) -> None:
@@ -450,6 +599,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--no-profile", action="store_true", help="skip the cold-start profile")
     ap.add_argument(
+        "--settle-s",
+        type=float,
+        default=120.0,
+        help="before each cold run, wait at most this long for the load average to fall to "
+        f"{IDLE_LOAD} (0: do not wait)",
+    )
+    ap.add_argument(
         "--tokens-only",
         action="store_true",
         help="token and call counts only (no rates, floors, cold runs or profile)",
@@ -474,6 +630,8 @@ def main(argv: list[str] | None = None) -> None:
     from rag_complexity_agents.models.llamacpp import loaded_runtimes
     from rag_complexity_agents.profiles import apply_profile
 
+    loads = [load_average()]  # before any work of the benchmark's own
+    others = OtherLoad()
     tmp = None
     home = args.home
     if home is None:
@@ -481,9 +639,9 @@ def main(argv: list[str] | None = None) -> None:
         home = Path(tmp.name)
     ensure_demo_collection(home)
     os.environ["RCA_CORPUS__HOME"] = str(home)
-    loads = [load_average()]
     qs = questions(args.questions)
     profile = None if args.no_profile or args.tokens_only else cold_profile(home)
+    others.reading("index and cold-start profile")
     loads.append(load_average())
     overrides: dict[str, Any] = {}
     if args.threads is not None:
@@ -492,11 +650,12 @@ def main(argv: list[str] | None = None) -> None:
     chat = parts.chat
     chat._runtime()  # model loaded
     parts.first_stage.search(DEMO_QUESTION, 5)  # collection open
-    rows, rates = warm_runs(parts, presets, qs, chat, rates_too=not args.tokens_only)
+    rows, rates = warm_runs(parts, presets, qs, chat, others, rates_too=not args.tokens_only)
     loads += [r["load"] for r in rows]
     cold = {}
     for preset in cold_presets:
-        cold[preset] = cold_run(preset, DEMO_QUESTION, home)
+        cold[preset] = cold_run(preset, DEMO_QUESTION, home, settle_s=args.settle_s)
+        cold[preset]["cold_others"] = others.reading(f"cold {preset}")
         loads.append(cold[preset]["cold_load"])
     loads.append(load_average())
     for row in rows:  # cold runs answer the demo question only
@@ -509,8 +668,11 @@ def main(argv: list[str] | None = None) -> None:
         # 1 = every preset and question used the one model loaded before the warm runs
         "models_loaded": len(loaded_runtimes()),
         "questions": len(qs),
+        # 1-min load average, the benchmark's own threads included (start: before any work)
         "load_average": {"start": loads[0], "end": loads[-1], "max": max(loads)},
-        "idle": max(loads) <= IDLE_LOAD,
+        # busy cores of other processes per part of the run (the benchmark's own excluded)
+        "other_load": others.parts,
+        "idle": idle(loads[0], others.peak()),
         "prefill_tok_s": statistics.median(r["prefill_tok_s"] for r in rates) if rates else None,
         "decode_tok_s": statistics.median(r["decode_tok_s"] for r in rates) if rates else None,
         "rates": rates,

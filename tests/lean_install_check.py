@@ -1,8 +1,9 @@
 """The lean install, proven: run as a script, it blocks torch, transformers,
-sentence-transformers and llama.cpp (an import hook raises ImportError for them, as if they were
-not installed), then answers with every loop and retrieves with the SUNAR retriever over a
-user's LangChain ``Embeddings`` + ``InMemoryVectorStore`` and chat model. It prints ``LEAN OK``
-when everything worked and no blocked module was imported. Used by tests/test_dropin.py."""
+sentence-transformers, llama.cpp, safetensors and threadpoolctl (an import hook raises
+ImportError for them, as if they were not installed), then answers with every loop and
+retrieves with the SUNAR retriever over a user's LangChain ``Embeddings`` +
+``InMemoryVectorStore`` and chat model. It prints ``LEAN OK`` when everything worked and no
+blocked module was imported. Used by tests/test_dropin.py."""
 
 from __future__ import annotations
 
@@ -10,7 +11,15 @@ import importlib.abc
 import sys
 from pathlib import Path
 
-BLOCKED = ("torch", "transformers", "sentence_transformers", "llama_cpp")
+#: What the [local] extra installs (safetensors and threadpoolctl: the NumPy MiniLM twin).
+BLOCKED = (
+    "torch",
+    "transformers",
+    "sentence_transformers",
+    "llama_cpp",
+    "safetensors",
+    "threadpoolctl",
+)
 
 
 class BlockHeavyImports(importlib.abc.MetaPathFinder):

@@ -9,7 +9,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -19,12 +19,18 @@ import numpy as np
 from ..errors import InputError, ModelNotAvailable
 from ..optional import require
 from .base import Embedder
+from .bert_numpy import NumpyBertEncoder, plain_bert_layout
 from .packaged import packaged_embedding_path
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 PACKAGED_PREFIX = "packaged:"
+#: ``encode`` of at most this many texts (queries, ASU's answer pairs) runs on the NumPy
+#: encoder when the model has its layout; larger batches (indexing) on sentence-transformers,
+#: whose multi-threaded torch kernels were 1.5x faster there (154 demo chunks). The two agree
+#: to float rounding (< 1e-6 seen), so which one encodes a text does not matter.
+NUMPY_MAX_TEXTS = 8
 
 
 def resolve_embedding_path(spec: str) -> Path:
@@ -42,6 +48,13 @@ def resolve_embedding_path(spec: str) -> Path:
 
 class SentenceTransformerEmbedder:
     """A sentence-transformers model from a local directory; rows are L2-normalised float32.
+
+    A few texts at a time (a query; up to :data:`NUMPY_MAX_TEXTS`) are encoded by the
+    model's :class:`~.bert_numpy.NumpyBertEncoder` twin when the directory has its plain
+    layout (the packaged MiniLM does): the same vectors up to float rounding, without
+    importing torch and sentence-transformers, which took most of a fresh ``rca ask``
+    process's start-up. Larger batches, other layouts and the tokenizer features use
+    sentence-transformers (:attr:`model`).
 
     :meth:`encode_query` remembers the vectors of the last :attr:`QUERY_CACHE_SIZE` single
     texts: one retrieval embeds its query for the dense first stage and again for every NAR
@@ -70,8 +83,16 @@ class SentenceTransformerEmbedder:
                 f"could not load the sentence-transformers model at {self.path}: {exc}"
             ) from exc
 
+    @cached_property
+    def numpy_encoder(self) -> NumpyBertEncoder | None:
+        """The NumPy twin of :attr:`model` (weights load on first use); None when the
+        directory does not have the plain BERT + mean pooling + normalise layout."""
+        return NumpyBertEncoder(self.path) if plain_bert_layout(self.path) else None
+
     @property
     def dimension(self) -> int:
+        if self.numpy_encoder is not None:
+            return self.numpy_encoder.dimension
         dim = self.model.get_embedding_dimension()
         if dim is None:
             raise ModelNotAvailable(f"{self.path} does not report an embedding dimension")
@@ -102,6 +123,8 @@ class SentenceTransformerEmbedder:
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         """:meth:`encode` of a non-empty list; the caller holds ``_lock``."""
+        if len(texts) <= NUMPY_MAX_TEXTS and self.numpy_encoder is not None:
+            return self.numpy_encoder.encode(texts)
         vectors = self.model.encode(
             list(texts),
             batch_size=self.batch_size,
@@ -114,16 +137,18 @@ class SentenceTransformerEmbedder:
     def encode_query(self, text: str) -> np.ndarray:
         """``encode([text])[0]`` (read-only), from the cache when ``text`` was seen lately.
 
-        A single short text is encoded on one torch thread: torch's threads spin-wait like
-        llama.cpp's, so on a busy machine two threads took 13x longer (1.7 s vs 0.13 s per
-        query, load average 12 on 2 cores). The vector equals the multi-threaded one up to
-        float rounding (~1e-7; no top-20 ranking of 89 test queries changed)."""
+        A single short text is encoded on one thread (BLAS or torch): their threads
+        spin-wait like llama.cpp's, so on a busy machine two torch threads took 13x longer
+        (1.7 s vs 0.13 s per query, load average 12 on 2 cores). The vector equals the
+        multi-threaded one up to float rounding (~1e-7; no top-20 ranking of 89 test queries
+        changed)."""
         with self._queries_lock:
             vector = self._queries.get(text)
             if vector is not None:
                 self._queries.move_to_end(text)
                 return vector
-        with self._lock, _torch_threads(1):
+        one_thread = nullcontext() if self.numpy_encoder is not None else _torch_threads(1)
+        with self._lock, one_thread:  # the NumPy encoder always runs on one BLAS thread
             vector = self._encode([text])[0]
         vector.flags.writeable = False
         with self._queries_lock:
