@@ -549,6 +549,54 @@ def _child_cluster_sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
     return out
 
 
+def _child_probe_recall(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The recall of cluster-block graphs over ``n`` rows with ``C`` clusters for each number
+    of probed clusters P, without building them: the build's own clustering (same vectors,
+    same k-means seed) and, for 150 sampled real and 150 sampled fill rows, the rank of every
+    exact neighbour's cluster among the row's centroids by similarity. A row compares exactly
+    with the members of its P most similar clusters, so its top-k holds exactly the true
+    neighbours whose cluster ranks below P: recall(P) = their share. Also times the k-means
+    and the assignment of every row (the build's fixed part)."""
+    import torch
+
+    from rag_complexity_agents.corpus.graph.cluster import assign_clusters, spherical_kmeans
+
+    n_text, c_text, probes_text = args.child_probe_recall.split(":")
+    n, n_clusters = int(n_text), int(c_text)
+    matrix, rows, sims = _sweep_sample(args, n)
+    load_before = _load()
+    tick, cpu = time.perf_counter(), _cpu_seconds()
+    centroids = torch.from_numpy(spherical_kmeans(matrix, n_clusters, seed=0))
+    labels = assign_clusters(torch.from_numpy(matrix), centroids)
+    fixed_seconds, fixed_cpu = time.perf_counter() - tick, _cpu_seconds() - cpu
+    order = np.argsort(-(matrix[rows] @ centroids.numpy().T), axis=1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(n_clusters)[None, :], axis=1)
+    half = len(rows) // 2
+    ranks = {}
+    for k in (int(v) for v in args.sweep_k.split(",")):
+        exact = np.argpartition(-sims, k, axis=1)[:, :k]
+        ranks[k] = np.take_along_axis(rank, labels[exact], axis=1)  # rows × k
+    out = []
+    for probes in (int(v) for v in probes_text.split("/")):
+        row: dict[str, Any] = {
+            "n_chunks": n,
+            "clusters": n_clusters,
+            "probes": probes,
+            "candidates_per_row": round(probes * n / n_clusters),
+            "kmeans_assign_seconds": round(fixed_seconds, 1),
+            "kmeans_assign_cpu_seconds": round(fixed_cpu, 1),
+            "loadavg_before": load_before,
+            "loadavg_after": _load(),
+        }
+        for k, got in ranks.items():
+            hit = (got < probes).mean(axis=1)
+            row[f"recall_real_at_{k}"] = round(float(hit[:half].mean()), 4)
+            row[f"recall_fill_at_{k}"] = round(float(hit[half:].mean()), 4)
+        out.append(row)
+    return out
+
+
 def _sampled_hnsw(
     matrix: np.ndarray, k: int, rows: int, library: str = "faiss", windows: int = 16
 ) -> tuple[np.ndarray, dict[str, Any], np.ndarray]:
@@ -959,6 +1007,8 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
         ]
         if scale.get("cluster_sweep_command"):
             lines += ["", f"Command: `{scale['cluster_sweep_command']}`"]
+    if scale.get("probe_recall"):
+        lines += _probe_recall_markdown(scale)
     nar = scale.get("nar_by_graph")
     if nar:
         methods = list(dict.fromkeys(m for r in nar["rows"] for m in r["recall_at_10"]))
@@ -1044,6 +1094,65 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
     lines += ["", "### Capacity on paper: 10^8 chunks (384-d)", ""]
     lines += [f"- {line}" for line in scale["capacity"]]
     return "\n".join(lines) + "\n"
+
+
+def _build_cost_model(scale: dict[str, Any]) -> dict[int, tuple[float, float, float]]:
+    """Per n: (CPU seconds per candidate, CPU / wall, fixed CPU seconds at the measured C) of
+    the largest measured cluster-block build (k = 100) whose clustering the probe-recall rows
+    timed: its CPU seconds minus the k-means and assignment, over its n · P · (n / C)
+    candidate comparisons. The blocks' cost is linear in the candidates per row."""
+    fixed = {
+        (r["n_chunks"], r["clusters"]): r["kmeans_assign_cpu_seconds"]
+        for r in scale.get("probe_recall", [])
+    }
+    model = {}
+    for r in scale["rows"]:
+        key = (r["n_chunks"], r.get("clusters"))
+        if r["method"] == "cluster" and r["k"] == 100 and key in fixed and r.get("cpu_per_wall"):
+            candidates = r["n_chunks"] * r["probes"] * r["n_chunks"] / r["clusters"]
+            per = (r["graph_cpu_seconds"] - fixed[key]) / candidates
+            model[r["n_chunks"]] = (per, r["cpu_per_wall"], fixed[key])
+    return model
+
+
+def _probe_recall_markdown(scale: dict[str, Any]) -> list[str]:
+    """The probe-recall table: recall by P from the clustering, and the modelled build time."""
+    rows = scale["probe_recall"]
+    ks = sorted({int(key.rsplit("_", 1)[1]) for r in rows for key in r if "_at_" in key})
+    model = _build_cost_model(scale)
+    lines = [
+        "",
+        "### Cluster blocks: recall by probed clusters P, from the clustering (no build)",
+        "",
+        "The build's own clustering (same vectors, k-means seed and assignment); for 150 "
+        "sampled real and 150 sampled fill rows, a true top-k neighbour is found iff its "
+        "cluster is among the row's P most similar centroids, so recall(P) is the share of "
+        "such neighbours (no graph built). Modelled build time: the measured cluster build "
+        "at the same n (k = 100) minus its k-means and assignment, per candidate comparison "
+        "(n · P · n / C), times this row's candidates, plus this row's timed k-means and "
+        "assignment; wall = CPU / (the measured build's CPU / wall).",
+        "",
+        "| n | C | P | candidates per row | "
+        + " | ".join(f"recall@{k} real | recall@{k} fill" for k in ks)
+        + " | k-means + assign CPU s | modelled build CPU s | modelled wall s | load before |",
+        "|---:|---:|---:|---:|" + "---:|---:|" * len(ks) + "---:|---:|---:|---|",
+    ]
+    for r in rows:
+        est_cpu = est_wall = ""
+        if r["n_chunks"] in model:
+            per, cpu_per_wall, _ = model[r["n_chunks"]]
+            cpu = r["kmeans_assign_cpu_seconds"] + per * r["n_chunks"] * r["candidates_per_row"]
+            est_cpu, est_wall = f"{cpu:,.0f}", f"{cpu / cpu_per_wall:,.0f}"
+        lines.append(
+            f"| {r['n_chunks']:,} | {r['clusters']:,} | {r['probes']} "
+            f"| {r['candidates_per_row']:,} | "
+            + " | ".join(f"{r[f'recall_real_at_{k}']} | {r[f'recall_fill_at_{k}']}" for k in ks)
+            + f" | {r['kmeans_assign_cpu_seconds']} | {est_cpu} | {est_wall} "
+            f"| {r['loadavg_before']} |"
+        )
+    if scale.get("probe_recall_command"):
+        lines += ["", f"Command: `{scale['probe_recall_command']}`"]
+    return lines
 
 
 def _capacity(rows: list[dict[str, Any]], gflops: float) -> list[str]:
@@ -1155,6 +1264,8 @@ def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]
             "ef_sweep_command",
             "cluster_sweep",
             "cluster_sweep_command",
+            "probe_recall",
+            "probe_recall_command",
         ):
             if key in other:
                 scale[key] = other[key]
@@ -1165,7 +1276,13 @@ def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]
             "command": args.nar_command or "",
         }
         _write(args.out, {**previous, "scale": scale})
-    if not (args.on_demand_size or args.ef_sweep or args.cluster_sweep or args.scale_runs):
+    if not (
+        args.on_demand_size
+        or args.ef_sweep
+        or args.cluster_sweep
+        or args.probe_recall
+        or args.scale_runs
+    ):
         scale["capacity"] = _capacity(scale["rows"], gflops)
         _write(args.out, {**previous, "scale": scale})
         return scale
@@ -1185,6 +1302,7 @@ def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]
         sweeps = (
             ("ef_sweep", args.ef_sweep, "HNSW recall sweep"),
             ("cluster_sweep", args.cluster_sweep, "cluster-block recall sweep"),
+            ("probe_recall", args.probe_recall, "cluster-block recall by P, without builds"),
         )
         for key, specs, label in sweeps:
             if specs:
@@ -1262,6 +1380,12 @@ def main(argv: list[str] | None = None) -> None:
         help="n:C:P1/P2/...,... cluster-block graphs whose recall at --sweep-k is measured for "
         "each number of probed clusters P (before the --scale-runs)",
     )
+    parser.add_argument(
+        "--probe-recall",
+        default="",
+        help="n:C:P1/P2/...,... the recall of cluster-block graphs at --sweep-k for each P, "
+        "computed from the build's clustering for sampled rows without building the graphs",
+    )
     parser.add_argument("--sweep-k", default="16,100")
     parser.add_argument("--sweep-ef", default="64,128,256,400,600,800")
     parser.add_argument("--real-vectors", help="a .npy of real embeddings to use instead")
@@ -1301,6 +1425,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--child-scale", help=argparse.SUPPRESS)
     parser.add_argument("--child-ef-sweep", help=argparse.SUPPRESS)
     parser.add_argument("--child-cluster-sweep", help=argparse.SUPPRESS)
+    parser.add_argument("--child-probe-recall", help=argparse.SUPPRESS)
     parser.add_argument("--child-graph", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child-matmul", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -1319,6 +1444,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.child_cluster_sweep is not None:
         print(json.dumps(_child_cluster_sweep(args)))
+        return
+    if args.child_probe_recall is not None:
+        print(json.dumps(_child_probe_recall(args)))
         return
     results = args.out / "index_build.json"
     previous = json.loads(results.read_text()) if results.is_file() else {}
