@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _common import analysis_block, read_analysis
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
@@ -393,8 +394,9 @@ def _child_scale(args: argparse.Namespace) -> dict[str, Any]:
 
     from rag_complexity_agents.corpus.graph import TopKGraph, cluster
 
-    method, n_text = args.child_scale.split(":")
+    method, n_text, *params = args.child_scale.split(":")  # cluster: optional C and P
     n = int(n_text)
+    clusters, probes = (int(v) for v in params) if params else (None, None)
     real = np.load(args.real)
     matrix = _scale_vectors(real, n, args.fill, args.noise, seed=n)
     ids = [f"chunk-{i}" for i in range(n)]
@@ -418,7 +420,15 @@ def _child_scale(args: argparse.Namespace) -> dict[str, Any]:
             )
             del index
         else:
-            graph = TopKGraph.build(Path(tmp) / "g", matrix, ids, k=args.k, method=method)
+            graph = TopKGraph.build(
+                Path(tmp) / "g",
+                matrix,
+                ids,
+                k=args.k,
+                method=method,
+                clusters=clusters,
+                probes=probes,
+            )
             cols = np.asarray(graph.neighbour_rows)
         seconds = measured.get("extrapolated_seconds", time.perf_counter() - start)
         cpu = measured.get("extrapolated_cpu_seconds", _cpu_seconds() - cpu_start)
@@ -431,7 +441,10 @@ def _child_scale(args: argparse.Namespace) -> dict[str, Any]:
         real_sample = real_searched[_spaced(0, len(real_searched), args.recall_samples)]
         recall_real = _sample_recall(matrix, cols, args.k, real_sample)
     if method == "cluster":
-        measured |= {"clusters": cluster.default_clusters(n), "probes": cluster.PROBES}
+        measured |= {
+            "clusters": clusters or cluster.default_clusters(n),
+            "probes": probes or cluster.PROBES,
+        }
     return {
         "method": method,
         "n_chunks": n,
@@ -897,8 +910,9 @@ def _markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _scale_markdown(scale: dict[str, Any]) -> str:
-    """The scale section: approximate vs exact, 1M chunks, on-demand neighbours, 10^8 on paper."""
+def _scale_markdown(scale: dict[str, Any], analysis: str = "") -> str:
+    """The scale section: approximate vs exact, 1M chunks, on-demand neighbours, 10^8 on paper,
+    and the hand-written ``analysis`` (kept from the previous markdown by :func:`_write`)."""
     lines = [
         "",
         "## Scale: approximate graph, 1M chunks, neighbours on demand",
@@ -929,7 +943,8 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
     if clustered:
         lines += [
             "",
-            "Cluster rows (`TopKGraph.build(method='cluster')`, default parameters): "
+            "Cluster rows (`TopKGraph.build(method='cluster')`; default parameters unless the "
+            "spec gave C and P): "
             + "; ".join(
                 f"{r['n_chunks']:,} k={r['k']}: C = {r['clusters']:,} clusters, P = "
                 f"{r['probes']} probed, {r.get('torch_threads')} torch threads"
@@ -1093,6 +1108,7 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
             lines += ["", f"Command: `{od['command']}`"]
     lines += ["", "### Capacity on paper: 10^8 chunks (384-d)", ""]
     lines += [f"- {line}" for line in scale["capacity"]]
+    lines += ["", "### Analysis", "", *analysis_block(analysis)]
     return "\n".join(lines) + "\n"
 
 
@@ -1238,10 +1254,16 @@ def _nar_by_graph(paths: list[str]) -> list[dict[str, Any]]:
 
 
 def _add_row(scale: dict[str, Any], row: dict[str, Any]) -> None:
-    """Add a build row to the scale section, replacing one of the same method, size and k."""
-    same = (row["method"], row["n_chunks"], row["k"])
-    rows = [r for r in scale["rows"] if (r["method"], r["n_chunks"], r["k"]) != same]
-    scale["rows"] = sorted([*rows, row], key=lambda r: (r["n_chunks"], r["k"], r["method"]))
+    """Add a build row to the scale section, replacing one of the same method, size, k and (for
+    cluster rows) C and P."""
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return (r["method"], r["n_chunks"], r["k"], r.get("clusters"), r.get("probes"))
+
+    rows = [r for r in scale["rows"] if key(r) != key(row)]
+    scale["rows"] = sorted(
+        [*rows, row], key=lambda r: (r["n_chunks"], r["k"], r["method"], r.get("probes") or 0)
+    )
 
 
 def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]:
@@ -1314,13 +1336,14 @@ def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]
                 scale[key].extend(_run_child(child, spec, args, real_path, sweep_args))
                 _write(args.out, {**previous, "scale": scale})
         for spec in filter(None, args.scale_runs.split(",")):
-            method, n, k = spec.split(":")
+            method, n, k, *params = spec.split(":")
             print(f"scale: {method} graph of {int(n):,} chunks, k={k} ...", flush=True)
             extra = ["--fill", args.fill, "--noise", str(args.noise)]
             extra += ["--recall-samples", str(args.recall_samples)]
             extra += ["--search-sample", str(args.search_sample)]
             run = argparse.Namespace(**{**vars(args), "k": int(k)})
-            row = _run_child("--child-scale", f"{method}:{n}", run, real_path, extra)
+            child = ":".join([method, n, *params])
+            row = _run_child("--child-scale", child, run, real_path, extra)
             row["command"] = command
             print(f"    {row}", flush=True)
             _add_row(scale, row)
@@ -1335,7 +1358,7 @@ def _write(out: Path, report: dict[str, Any]) -> None:
     (out / "index_build.json").write_text(json.dumps(report, indent=2) + "\n")
     text = _markdown(report) if "embedding" in report else "# Index build benchmark\n"
     if report.get("scale"):
-        text += _scale_markdown(report["scale"])
+        text += _scale_markdown(report["scale"], read_analysis(out / "index_build.md"))
     (out / "index_build.md").write_text(text)
 
 
@@ -1365,7 +1388,8 @@ def main(argv: list[str] | None = None) -> None:
         "--scale-runs",
         default="faiss:100000:16,hnswlib:100000:16,faiss:100000:100,hnswlib:100000:100,"
         "exact:200000:100,faiss:200000:100,faiss:1000000:16",
-        help="method:n_chunks:k builds of the scale section",
+        help="method:n_chunks:k builds of the scale section; cluster builds may add :C:P "
+        "(clusters, probed clusters; default: the library's)",
     )
     parser.add_argument("--scale-real-chunks", type=int, default=12000)
     parser.add_argument(

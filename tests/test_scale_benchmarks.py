@@ -150,3 +150,20 @@ def test_probe_recall_without_a_build_equals_the_built_cluster_graphs_recall(
     assert [[r[key] for key in keys] for r in modelled] == [[r[key] for key in keys] for r in built]
     assert modelled[-1]["recall_fill_at_20"] == 1.0  # P = C: every row compared
     assert [r["candidates_per_row"] for r in modelled] == [133, 400, 1600]
+
+
+def test_scale_rows_of_cluster_builds_with_other_probes_are_kept_apart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    index_build = _benchmark("index_build", monkeypatch)
+    scale: dict[str, list[dict[str, object]]] = {"rows": []}
+
+    def row(method: str, probes: int | None, seconds: float) -> dict[str, object]:
+        extra = {"clusters": 1000, "probes": probes} if probes else {}
+        return {"method": method, "n_chunks": 1000, "k": 100, "graph_seconds": seconds} | extra
+
+    for built in (row("cluster", 48, 1.0), row("cluster", 26, 2.0), row("exact", None, 3.0)):
+        index_build._add_row(scale, built)
+    index_build._add_row(scale, row("cluster", 48, 4.0))  # replaces the same C and P
+    got = [(r["method"], r.get("probes"), r["graph_seconds"]) for r in scale["rows"]]
+    assert got == [("cluster", 26, 2.0), ("cluster", 48, 4.0), ("exact", None, 3.0)]
