@@ -1032,26 +1032,27 @@ def _scale_markdown(scale: dict[str, Any], analysis: str = "") -> str:
             "### NAR R@10 on the retrieval benchmark by graph method",
             "",
             "`benchmarks/retrieval.py --graph-method …` (same corpus, queries, first stage and "
-            "scorer; only the neighbourhood graph differs). Δ = "
-            f"{methods[-1]} − {methods[0]} in points.",
+            "scorer; only the neighbourhood graph differs). Δ = a column's R@10 − "
+            f"{methods[0]}'s, in points.",
             "",
             "| dataset | queries | pool | scorer | c | n | "
             + " | ".join(f"R@10 {m}" for m in methods)
-            + " | Δ |",
-            "|---|---|---|---|---:|---:|" + "---:|" * len(methods) + "---:|",
+            + "".join(f" | Δ {m}" for m in methods[1:])
+            + " |",
+            "|---|---|---|---|---:|---:|" + "---:|" * (2 * len(methods) - 1),
         ]
         for r in nar["rows"]:
             got = r["recall_at_10"]
-            delta = (
-                f"{(got[methods[-1]] - got[methods[0]]) * 100:+.2f}"
-                if all(m in got for m in methods)
-                else ""
-            )
+            deltas = [
+                f"{(got[m] - got[methods[0]]) * 100:+.2f}" if m in got and methods[0] in got else ""
+                for m in methods[1:]
+            ]
             lines.append(
                 f"| {r['dataset']} | {r['queries']} | {r['pool']} | {r['scorer']} "
                 f"| {r['budget']} | {r['n_queries']} | "
                 + " | ".join(f"{got.get(m, '')}" for m in methods)
-                + f" | {delta} |"
+                + "".join(f" | {d}" for d in deltas)
+                + " |"
             )
         recalls = {m: v for r in nar["rows"] for m, v in r.get("graph_recall", {}).items()}
         if recalls:
@@ -1114,9 +1115,10 @@ def _scale_markdown(scale: dict[str, Any], analysis: str = "") -> str:
 
 def _build_cost_model(scale: dict[str, Any]) -> dict[int, tuple[float, float, float]]:
     """Per n: (CPU seconds per candidate, CPU / wall, fixed CPU seconds at the measured C) of
-    the largest measured cluster-block build (k = 100) whose clustering the probe-recall rows
-    timed: its CPU seconds minus the k-means and assignment, over its n · P · (n / C)
-    candidate comparisons. The blocks' cost is linear in the candidates per row."""
+    the measured cluster-block build (k = 100) whose clustering the probe-recall rows timed (of
+    several, the one with the highest CPU / wall: the least loaded machine): its CPU seconds
+    minus the k-means and assignment, over its n · P · (n / C) candidate comparisons. The
+    blocks' cost is linear in the candidates per row."""
     fixed = {
         (r["n_chunks"], r["clusters"]): r["kmeans_assign_cpu_seconds"]
         for r in scale.get("probe_recall", [])
@@ -1127,7 +1129,8 @@ def _build_cost_model(scale: dict[str, Any]) -> dict[int, tuple[float, float, fl
         if r["method"] == "cluster" and r["k"] == 100 and key in fixed and r.get("cpu_per_wall"):
             candidates = r["n_chunks"] * r["probes"] * r["n_chunks"] / r["clusters"]
             per = (r["graph_cpu_seconds"] - fixed[key]) / candidates
-            model[r["n_chunks"]] = (per, r["cpu_per_wall"], fixed[key])
+            if r["n_chunks"] not in model or r["cpu_per_wall"] > model[r["n_chunks"]][1]:
+                model[r["n_chunks"]] = (per, r["cpu_per_wall"], fixed[key])
     return model
 
 
@@ -1172,11 +1175,18 @@ def _probe_recall_markdown(scale: dict[str, Any]) -> list[str]:
 
 
 def _capacity(rows: list[dict[str, Any]], gflops: float) -> list[str]:
-    """What 10^8 chunks cost, from the measured rows (the largest cluster-block build)."""
+    """What 10^8 chunks cost, from the measured rows (the largest cluster-block build, with
+    the default P where there is one)."""
+    from rag_complexity_agents.corpus.graph.cluster import CLUSTER_ROWS, PROBES
+
     n, dim = 10**8, 384
     approx = [r for r in rows if r["method"] == "cluster"]
     timed = [r for r in approx if r.get("graph_cpu_seconds")] or approx  # CPU: load-free
-    biggest = max(timed, key=lambda r: (r["n_chunks"], r["k"])) if timed else None
+    biggest = (
+        max(timed, key=lambda r: (r["n_chunks"], r["k"], r.get("probes") == PROBES))
+        if timed
+        else None
+    )
     out = [
         f"Embeddings: {n * dim * 4 / 1e9:.0f} GB as float32 ({n * dim * 2 / 1e9:.0f} GB "
         "float16): more than this machine's 24 GB of RAM, so no single-machine index holds "
@@ -1187,22 +1197,24 @@ def _capacity(rows: list[dict[str, Any]], gflops: float) -> list[str]:
         f"{2 * n * n * dim / gflops / 1e9 / 86400:.0f} days: out of reach.",
     ]
     if biggest is not None:
-        from rag_complexity_agents.corpus.graph.cluster import CLUSTER_ROWS
-
         cpu = biggest.get("graph_cpu_seconds") or biggest["graph_seconds"] * 2
         blocks = cpu * n / biggest["n_chunks"]  # fixed cluster size and P: linear in n
         assign = 2 * n * (n / CLUSTER_ROWS) * dim / gflops / 1e9  # every row × every centroid
         out.append(
             f"Cluster-block build (the approximate default): its blocks cost n · P · "
             f"{CLUSTER_ROWS} · d · 2 flop, linear in n: from {cpu} CPU-seconds at "
-            f"{biggest['n_chunks']:,} chunks (k = {biggest['k']}), about "
+            f"{biggest['n_chunks']:,} chunks (k = {biggest['k']}, P = "
+            f"{biggest.get('probes', PROBES)}), about "
             f"{blocks / 3600:.0f} CPU-hours ({blocks / 7200 / 24:.1f} days on 2 idle cores), "
             f"plus assigning every row to one of {n // CLUSTER_ROWS:,} centroids (2·n·C·d = "
             f"{2 * n * (n / CLUSTER_ROWS) * dim:.1e} flop, ~{assign / 3600:.0f} h at "
             f"{gflops:.0f} GFLOP/s; a two-level k-means would make it negligible). But each "
             "cluster gathers its candidates' vectors from anywhere in the matrix, so the "
             "vectors must be in RAM: 154 GB do not fit this machine (an out-of-core build "
-            "would first sort the vectors by cluster on disk; not implemented)."
+            "would first sort the vectors by cluster on disk; not implemented). And at a fixed "
+            f"P the recall falls as C grows (recall@{biggest['k']} {biggest['graph_recall']} at "
+            f"{biggest['n_chunks']:,} chunks on the benchmark's vectors), so this is a lower "
+            "bound of what a useful graph would cost."
         )
     out.append(
         "What serves 10^8 chunks: the vector database cluster that already holds them "
@@ -1236,8 +1248,11 @@ def _nar_by_graph(paths: list[str]) -> list[dict[str, Any]]:
     runs = [json.loads(Path(path).read_text()) for path in paths]
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
     for run in runs:
-        method = run["setup"]["graph"].get("method", "exact")
-        recall = run["setup"]["graph"].get("recall_vs_exact")
+        graph = run["setup"]["graph"]
+        method = graph.get("method", "exact")
+        if graph.get("clusters") or graph.get("probes"):  # cluster runs with given C / P
+            method += f" C={graph.get('clusters') or 'auto'} P={graph.get('probes') or 'auto'}"
+        recall = graph.get("recall_vs_exact")
         for row in run["rows"]:
             if row["strategy"] != "nar":
                 continue

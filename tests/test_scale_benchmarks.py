@@ -95,15 +95,15 @@ def test_nar_by_graph_pairs_the_runs_by_method(
 ) -> None:
     index_build = _benchmark("index_build", monkeypatch)
 
-    def run(method: str, nar: float, recall: float | None) -> Path:
+    def run(method: str, nar: float, recall: float | None, **params: int) -> Path:
         row = {"dataset": "musique", "queries": "subquestions", "pool": "own"}
         row |= {"scorer": "bi-encoder", "budget": 100, "n_queries": 3}
         rows = [
             row | {"strategy": "nar", "recall_at_10": nar},
             row | {"strategy": "rerank", "recall_at_10": 0.5},
         ]
-        path = tmp_path / f"{method}.json"
-        graph = {"method": method, "recall_vs_exact": recall}
+        path = tmp_path / f"{method}{len(list(tmp_path.iterdir()))}.json"
+        graph = {"method": method, "recall_vs_exact": recall} | params
         path.write_text(json.dumps({"rows": rows, "setup": {"graph": graph}}))
         return path
 
@@ -128,6 +128,17 @@ def test_nar_by_graph_pairs_the_runs_by_method(
     assert "| musique | subquestions | own | bi-encoder | 100 | 3 | 0.8 | 0.79 | -1.00 |" in (
         markdown
     )
+    # cluster runs with given C and P are columns of their own, each with its Δ
+    runs = [run("exact", 0.8, None), run("cluster", 0.8, 0.96, clusters=100, probes=24)]
+    runs.append(run("cluster", 0.78, 0.8, clusters=100, probes=5))
+    got = index_build._nar_by_graph([str(path) for path in runs])
+    assert list(got[0]["recall_at_10"]) == ["exact", "cluster C=100 P=24", "cluster C=100 P=5"]
+    markdown = index_build._scale_markdown(
+        {"rows": [], "capacity": [], "real_rows": 10, "noise": 1.0, "fill": "gaussian"}
+        | {"nar_by_graph": {"rows": got, "command": "cmd"}}
+    )
+    assert "| 0.8 | 0.8 | 0.78 | +0.00 | -2.00 |" in markdown
+    assert "cluster C=100 P=24 0.96, cluster C=100 P=5 0.8." in markdown
 
 
 def test_probe_recall_without_a_build_equals_the_built_cluster_graphs_recall(
