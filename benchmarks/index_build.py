@@ -933,7 +933,9 @@ def _scale_markdown(scale: dict[str, Any], analysis: str = "") -> str:
     ]
     for row in scale["rows"]:
         lines.append(
-            f"| {row['method']} | {row['n_chunks']:,} | {row['k']} | {row['graph_seconds']} "
+            f"| {row['method']}"
+            + (f" C={row['clusters']} P={row['probes']}" if row.get("clusters") else "")
+            + f" | {row['n_chunks']:,} | {row['k']} | {row['graph_seconds']} "
             f"| {row.get('graph_cpu_seconds', '')} | {row.get('cpu_per_wall', '')} "
             f"| {row['peak_rss_mb']} | {row['graph_recall']} "
             f"| {row.get('graph_recall_real_rows', '')} | {row['loadavg_before']} "
