@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _common import analysis_block, read_analysis
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
@@ -393,8 +394,9 @@ def _child_scale(args: argparse.Namespace) -> dict[str, Any]:
 
     from rag_complexity_agents.corpus.graph import TopKGraph, cluster
 
-    method, n_text = args.child_scale.split(":")
+    method, n_text, *params = args.child_scale.split(":")  # cluster: optional C and P
     n = int(n_text)
+    clusters, probes = (int(v) for v in params) if params else (None, None)
     real = np.load(args.real)
     matrix = _scale_vectors(real, n, args.fill, args.noise, seed=n)
     ids = [f"chunk-{i}" for i in range(n)]
@@ -418,7 +420,15 @@ def _child_scale(args: argparse.Namespace) -> dict[str, Any]:
             )
             del index
         else:
-            graph = TopKGraph.build(Path(tmp) / "g", matrix, ids, k=args.k, method=method)
+            graph = TopKGraph.build(
+                Path(tmp) / "g",
+                matrix,
+                ids,
+                k=args.k,
+                method=method,
+                clusters=clusters,
+                probes=probes,
+            )
             cols = np.asarray(graph.neighbour_rows)
         seconds = measured.get("extrapolated_seconds", time.perf_counter() - start)
         cpu = measured.get("extrapolated_cpu_seconds", _cpu_seconds() - cpu_start)
@@ -431,7 +441,10 @@ def _child_scale(args: argparse.Namespace) -> dict[str, Any]:
         real_sample = real_searched[_spaced(0, len(real_searched), args.recall_samples)]
         recall_real = _sample_recall(matrix, cols, args.k, real_sample)
     if method == "cluster":
-        measured |= {"clusters": cluster.default_clusters(n), "probes": cluster.PROBES}
+        measured |= {
+            "clusters": clusters or cluster.default_clusters(n),
+            "probes": probes or cluster.PROBES,
+        }
     return {
         "method": method,
         "n_chunks": n,
@@ -545,6 +558,54 @@ def _child_cluster_sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
             ]
             row[f"recall_real_at_{k}"] = round(float(np.mean(hit[: len(rows) // 2])), 4)
             row[f"recall_fill_at_{k}"] = round(float(np.mean(hit[len(rows) // 2 :])), 4)
+        out.append(row)
+    return out
+
+
+def _child_probe_recall(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The recall of cluster-block graphs over ``n`` rows with ``C`` clusters for each number
+    of probed clusters P, without building them: the build's own clustering (same vectors,
+    same k-means seed) and, for 150 sampled real and 150 sampled fill rows, the rank of every
+    exact neighbour's cluster among the row's centroids by similarity. A row compares exactly
+    with the members of its P most similar clusters, so its top-k holds exactly the true
+    neighbours whose cluster ranks below P: recall(P) = their share. Also times the k-means
+    and the assignment of every row (the build's fixed part)."""
+    import torch
+
+    from rag_complexity_agents.corpus.graph.cluster import assign_clusters, spherical_kmeans
+
+    n_text, c_text, probes_text = args.child_probe_recall.split(":")
+    n, n_clusters = int(n_text), int(c_text)
+    matrix, rows, sims = _sweep_sample(args, n)
+    load_before = _load()
+    tick, cpu = time.perf_counter(), _cpu_seconds()
+    centroids = torch.from_numpy(spherical_kmeans(matrix, n_clusters, seed=0))
+    labels = assign_clusters(torch.from_numpy(matrix), centroids)
+    fixed_seconds, fixed_cpu = time.perf_counter() - tick, _cpu_seconds() - cpu
+    order = np.argsort(-(matrix[rows] @ centroids.numpy().T), axis=1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(n_clusters)[None, :], axis=1)
+    half = len(rows) // 2
+    ranks = {}
+    for k in (int(v) for v in args.sweep_k.split(",")):
+        exact = np.argpartition(-sims, k, axis=1)[:, :k]
+        ranks[k] = np.take_along_axis(rank, labels[exact], axis=1)  # rows × k
+    out = []
+    for probes in (int(v) for v in probes_text.split("/")):
+        row: dict[str, Any] = {
+            "n_chunks": n,
+            "clusters": n_clusters,
+            "probes": probes,
+            "candidates_per_row": round(probes * n / n_clusters),
+            "kmeans_assign_seconds": round(fixed_seconds, 1),
+            "kmeans_assign_cpu_seconds": round(fixed_cpu, 1),
+            "loadavg_before": load_before,
+            "loadavg_after": _load(),
+        }
+        for k, got in ranks.items():
+            hit = (got < probes).mean(axis=1)
+            row[f"recall_real_at_{k}"] = round(float(hit[:half].mean()), 4)
+            row[f"recall_fill_at_{k}"] = round(float(hit[half:].mean()), 4)
         out.append(row)
     return out
 
@@ -849,8 +910,9 @@ def _markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _scale_markdown(scale: dict[str, Any]) -> str:
-    """The scale section: approximate vs exact, 1M chunks, on-demand neighbours, 10^8 on paper."""
+def _scale_markdown(scale: dict[str, Any], analysis: str = "") -> str:
+    """The scale section: approximate vs exact, 1M chunks, on-demand neighbours, 10^8 on paper,
+    and the hand-written ``analysis`` (kept from the previous markdown by :func:`_write`)."""
     lines = [
         "",
         "## Scale: approximate graph, 1M chunks, neighbours on demand",
@@ -871,7 +933,9 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
     ]
     for row in scale["rows"]:
         lines.append(
-            f"| {row['method']} | {row['n_chunks']:,} | {row['k']} | {row['graph_seconds']} "
+            f"| {row['method']}"
+            + (f" C={row['clusters']} P={row['probes']}" if row.get("clusters") else "")
+            + f" | {row['n_chunks']:,} | {row['k']} | {row['graph_seconds']} "
             f"| {row.get('graph_cpu_seconds', '')} | {row.get('cpu_per_wall', '')} "
             f"| {row['peak_rss_mb']} | {row['graph_recall']} "
             f"| {row.get('graph_recall_real_rows', '')} | {row['loadavg_before']} "
@@ -881,7 +945,8 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
     if clustered:
         lines += [
             "",
-            "Cluster rows (`TopKGraph.build(method='cluster')`, default parameters): "
+            "Cluster rows (`TopKGraph.build(method='cluster')`; default parameters unless the "
+            "spec gave C and P): "
             + "; ".join(
                 f"{r['n_chunks']:,} k={r['k']}: C = {r['clusters']:,} clusters, P = "
                 f"{r['probes']} probed, {r.get('torch_threads')} torch threads"
@@ -959,6 +1024,8 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
         ]
         if scale.get("cluster_sweep_command"):
             lines += ["", f"Command: `{scale['cluster_sweep_command']}`"]
+    if scale.get("probe_recall"):
+        lines += _probe_recall_markdown(scale)
     nar = scale.get("nar_by_graph")
     if nar:
         methods = list(dict.fromkeys(m for r in nar["rows"] for m in r["recall_at_10"]))
@@ -967,26 +1034,27 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
             "### NAR R@10 on the retrieval benchmark by graph method",
             "",
             "`benchmarks/retrieval.py --graph-method …` (same corpus, queries, first stage and "
-            "scorer; only the neighbourhood graph differs). Δ = "
-            f"{methods[-1]} − {methods[0]} in points.",
+            "scorer; only the neighbourhood graph differs). Δ = a column's R@10 − "
+            f"{methods[0]}'s, in points.",
             "",
             "| dataset | queries | pool | scorer | c | n | "
             + " | ".join(f"R@10 {m}" for m in methods)
-            + " | Δ |",
-            "|---|---|---|---|---:|---:|" + "---:|" * len(methods) + "---:|",
+            + "".join(f" | Δ {m}" for m in methods[1:])
+            + " |",
+            "|---|---|---|---|---:|---:|" + "---:|" * (2 * len(methods) - 1),
         ]
         for r in nar["rows"]:
             got = r["recall_at_10"]
-            delta = (
-                f"{(got[methods[-1]] - got[methods[0]]) * 100:+.2f}"
-                if all(m in got for m in methods)
-                else ""
-            )
+            deltas = [
+                f"{(got[m] - got[methods[0]]) * 100:+.2f}" if m in got and methods[0] in got else ""
+                for m in methods[1:]
+            ]
             lines.append(
                 f"| {r['dataset']} | {r['queries']} | {r['pool']} | {r['scorer']} "
                 f"| {r['budget']} | {r['n_queries']} | "
                 + " | ".join(f"{got.get(m, '')}" for m in methods)
-                + f" | {delta} |"
+                + "".join(f" | {d}" for d in deltas)
+                + " |"
             )
         recalls = {m: v for r in nar["rows"] for m, v in r.get("graph_recall", {}).items()}
         if recalls:
@@ -1043,15 +1111,84 @@ def _scale_markdown(scale: dict[str, Any]) -> str:
             lines += ["", f"Command: `{od['command']}`"]
     lines += ["", "### Capacity on paper: 10^8 chunks (384-d)", ""]
     lines += [f"- {line}" for line in scale["capacity"]]
+    lines += ["", "### Analysis", "", *analysis_block(analysis)]
     return "\n".join(lines) + "\n"
 
 
+def _build_cost_model(scale: dict[str, Any]) -> dict[int, tuple[float, float, float]]:
+    """Per n: (CPU seconds per candidate, CPU / wall, fixed CPU seconds at the measured C) of
+    the measured cluster-block build (k = 100) whose clustering the probe-recall rows timed (of
+    several, the one with the highest CPU / wall: the least loaded machine): its CPU seconds
+    minus the k-means and assignment, over its n · P · (n / C) candidate comparisons. The
+    blocks' cost is linear in the candidates per row."""
+    fixed = {
+        (r["n_chunks"], r["clusters"]): r["kmeans_assign_cpu_seconds"]
+        for r in scale.get("probe_recall", [])
+    }
+    model = {}
+    for r in scale["rows"]:
+        key = (r["n_chunks"], r.get("clusters"))
+        if r["method"] == "cluster" and r["k"] == 100 and key in fixed and r.get("cpu_per_wall"):
+            candidates = r["n_chunks"] * r["probes"] * r["n_chunks"] / r["clusters"]
+            per = (r["graph_cpu_seconds"] - fixed[key]) / candidates
+            if r["n_chunks"] not in model or r["cpu_per_wall"] > model[r["n_chunks"]][1]:
+                model[r["n_chunks"]] = (per, r["cpu_per_wall"], fixed[key])
+    return model
+
+
+def _probe_recall_markdown(scale: dict[str, Any]) -> list[str]:
+    """The probe-recall table: recall by P from the clustering, and the modelled build time."""
+    rows = scale["probe_recall"]
+    ks = sorted({int(key.rsplit("_", 1)[1]) for r in rows for key in r if "_at_" in key})
+    model = _build_cost_model(scale)
+    lines = [
+        "",
+        "### Cluster blocks: recall by probed clusters P, from the clustering (no build)",
+        "",
+        "The build's own clustering (same vectors, k-means seed and assignment); for 150 "
+        "sampled real and 150 sampled fill rows, a true top-k neighbour is found iff its "
+        "cluster is among the row's P most similar centroids, so recall(P) is the share of "
+        "such neighbours (no graph built). Modelled build time: the measured cluster build "
+        "at the same n (k = 100) minus its k-means and assignment, per candidate comparison "
+        "(n · P · n / C), times this row's candidates, plus this row's timed k-means and "
+        "assignment; wall = CPU / (the measured build's CPU / wall).",
+        "",
+        "| n | C | P | candidates per row | "
+        + " | ".join(f"recall@{k} real | recall@{k} fill" for k in ks)
+        + " | k-means + assign CPU s | modelled build CPU s | modelled wall s | load before |",
+        "|---:|---:|---:|---:|" + "---:|---:|" * len(ks) + "---:|---:|---:|---|",
+    ]
+    for r in rows:
+        est_cpu = est_wall = ""
+        if r["n_chunks"] in model:
+            per, cpu_per_wall, _ = model[r["n_chunks"]]
+            cpu = r["kmeans_assign_cpu_seconds"] + per * r["n_chunks"] * r["candidates_per_row"]
+            est_cpu, est_wall = f"{cpu:,.0f}", f"{cpu / cpu_per_wall:,.0f}"
+        lines.append(
+            f"| {r['n_chunks']:,} | {r['clusters']:,} | {r['probes']} "
+            f"| {r['candidates_per_row']:,} | "
+            + " | ".join(f"{r[f'recall_real_at_{k}']} | {r[f'recall_fill_at_{k}']}" for k in ks)
+            + f" | {r['kmeans_assign_cpu_seconds']} | {est_cpu} | {est_wall} "
+            f"| {r['loadavg_before']} |"
+        )
+    if scale.get("probe_recall_command"):
+        lines += ["", f"Command: `{scale['probe_recall_command']}`"]
+    return lines
+
+
 def _capacity(rows: list[dict[str, Any]], gflops: float) -> list[str]:
-    """What 10^8 chunks cost, from the measured rows (the largest cluster-block build)."""
+    """What 10^8 chunks cost, from the measured rows (the largest cluster-block build, with
+    the default P where there is one)."""
+    from rag_complexity_agents.corpus.graph.cluster import CLUSTER_ROWS, PROBES
+
     n, dim = 10**8, 384
     approx = [r for r in rows if r["method"] == "cluster"]
     timed = [r for r in approx if r.get("graph_cpu_seconds")] or approx  # CPU: load-free
-    biggest = max(timed, key=lambda r: (r["n_chunks"], r["k"])) if timed else None
+    biggest = (
+        max(timed, key=lambda r: (r["n_chunks"], r["k"], r.get("probes") == PROBES))
+        if timed
+        else None
+    )
     out = [
         f"Embeddings: {n * dim * 4 / 1e9:.0f} GB as float32 ({n * dim * 2 / 1e9:.0f} GB "
         "float16): more than this machine's 24 GB of RAM, so no single-machine index holds "
@@ -1062,22 +1199,24 @@ def _capacity(rows: list[dict[str, Any]], gflops: float) -> list[str]:
         f"{2 * n * n * dim / gflops / 1e9 / 86400:.0f} days: out of reach.",
     ]
     if biggest is not None:
-        from rag_complexity_agents.corpus.graph.cluster import CLUSTER_ROWS
-
         cpu = biggest.get("graph_cpu_seconds") or biggest["graph_seconds"] * 2
         blocks = cpu * n / biggest["n_chunks"]  # fixed cluster size and P: linear in n
         assign = 2 * n * (n / CLUSTER_ROWS) * dim / gflops / 1e9  # every row × every centroid
         out.append(
             f"Cluster-block build (the approximate default): its blocks cost n · P · "
             f"{CLUSTER_ROWS} · d · 2 flop, linear in n: from {cpu} CPU-seconds at "
-            f"{biggest['n_chunks']:,} chunks (k = {biggest['k']}), about "
+            f"{biggest['n_chunks']:,} chunks (k = {biggest['k']}, P = "
+            f"{biggest.get('probes', PROBES)}), about "
             f"{blocks / 3600:.0f} CPU-hours ({blocks / 7200 / 24:.1f} days on 2 idle cores), "
             f"plus assigning every row to one of {n // CLUSTER_ROWS:,} centroids (2·n·C·d = "
             f"{2 * n * (n / CLUSTER_ROWS) * dim:.1e} flop, ~{assign / 3600:.0f} h at "
             f"{gflops:.0f} GFLOP/s; a two-level k-means would make it negligible). But each "
             "cluster gathers its candidates' vectors from anywhere in the matrix, so the "
             "vectors must be in RAM: 154 GB do not fit this machine (an out-of-core build "
-            "would first sort the vectors by cluster on disk; not implemented)."
+            "would first sort the vectors by cluster on disk; not implemented). And at a fixed "
+            f"P the recall falls as C grows (recall@{biggest['k']} {biggest['graph_recall']} at "
+            f"{biggest['n_chunks']:,} chunks on the benchmark's vectors), so this is a lower "
+            "bound of what a useful graph would cost."
         )
     out.append(
         "What serves 10^8 chunks: the vector database cluster that already holds them "
@@ -1111,8 +1250,11 @@ def _nar_by_graph(paths: list[str]) -> list[dict[str, Any]]:
     runs = [json.loads(Path(path).read_text()) for path in paths]
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
     for run in runs:
-        method = run["setup"]["graph"].get("method", "exact")
-        recall = run["setup"]["graph"].get("recall_vs_exact")
+        graph = run["setup"]["graph"]
+        method = graph.get("method", "exact")
+        if graph.get("clusters") or graph.get("probes"):  # cluster runs with given C / P
+            method += f" C={graph.get('clusters') or 'auto'} P={graph.get('probes') or 'auto'}"
+        recall = graph.get("recall_vs_exact")
         for row in run["rows"]:
             if row["strategy"] != "nar":
                 continue
@@ -1129,10 +1271,16 @@ def _nar_by_graph(paths: list[str]) -> list[dict[str, Any]]:
 
 
 def _add_row(scale: dict[str, Any], row: dict[str, Any]) -> None:
-    """Add a build row to the scale section, replacing one of the same method, size and k."""
-    same = (row["method"], row["n_chunks"], row["k"])
-    rows = [r for r in scale["rows"] if (r["method"], r["n_chunks"], r["k"]) != same]
-    scale["rows"] = sorted([*rows, row], key=lambda r: (r["n_chunks"], r["k"], r["method"]))
+    """Add a build row to the scale section, replacing one of the same method, size, k and (for
+    cluster rows) C and P."""
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return (r["method"], r["n_chunks"], r["k"], r.get("clusters"), r.get("probes"))
+
+    rows = [r for r in scale["rows"] if key(r) != key(row)]
+    scale["rows"] = sorted(
+        [*rows, row], key=lambda r: (r["n_chunks"], r["k"], r["method"], r.get("probes") or 0)
+    )
 
 
 def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]:
@@ -1155,6 +1303,8 @@ def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]
             "ef_sweep_command",
             "cluster_sweep",
             "cluster_sweep_command",
+            "probe_recall",
+            "probe_recall_command",
         ):
             if key in other:
                 scale[key] = other[key]
@@ -1165,7 +1315,13 @@ def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]
             "command": args.nar_command or "",
         }
         _write(args.out, {**previous, "scale": scale})
-    if not (args.on_demand_size or args.ef_sweep or args.cluster_sweep or args.scale_runs):
+    if not (
+        args.on_demand_size
+        or args.ef_sweep
+        or args.cluster_sweep
+        or args.probe_recall
+        or args.scale_runs
+    ):
         scale["capacity"] = _capacity(scale["rows"], gflops)
         _write(args.out, {**previous, "scale": scale})
         return scale
@@ -1185,6 +1341,7 @@ def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]
         sweeps = (
             ("ef_sweep", args.ef_sweep, "HNSW recall sweep"),
             ("cluster_sweep", args.cluster_sweep, "cluster-block recall sweep"),
+            ("probe_recall", args.probe_recall, "cluster-block recall by P, without builds"),
         )
         for key, specs, label in sweeps:
             if specs:
@@ -1196,13 +1353,14 @@ def _scale(args: argparse.Namespace, previous: dict[str, Any]) -> dict[str, Any]
                 scale[key].extend(_run_child(child, spec, args, real_path, sweep_args))
                 _write(args.out, {**previous, "scale": scale})
         for spec in filter(None, args.scale_runs.split(",")):
-            method, n, k = spec.split(":")
+            method, n, k, *params = spec.split(":")
             print(f"scale: {method} graph of {int(n):,} chunks, k={k} ...", flush=True)
             extra = ["--fill", args.fill, "--noise", str(args.noise)]
             extra += ["--recall-samples", str(args.recall_samples)]
             extra += ["--search-sample", str(args.search_sample)]
             run = argparse.Namespace(**{**vars(args), "k": int(k)})
-            row = _run_child("--child-scale", f"{method}:{n}", run, real_path, extra)
+            child = ":".join([method, n, *params])
+            row = _run_child("--child-scale", child, run, real_path, extra)
             row["command"] = command
             print(f"    {row}", flush=True)
             _add_row(scale, row)
@@ -1217,7 +1375,7 @@ def _write(out: Path, report: dict[str, Any]) -> None:
     (out / "index_build.json").write_text(json.dumps(report, indent=2) + "\n")
     text = _markdown(report) if "embedding" in report else "# Index build benchmark\n"
     if report.get("scale"):
-        text += _scale_markdown(report["scale"])
+        text += _scale_markdown(report["scale"], read_analysis(out / "index_build.md"))
     (out / "index_build.md").write_text(text)
 
 
@@ -1247,7 +1405,8 @@ def main(argv: list[str] | None = None) -> None:
         "--scale-runs",
         default="faiss:100000:16,hnswlib:100000:16,faiss:100000:100,hnswlib:100000:100,"
         "exact:200000:100,faiss:200000:100,faiss:1000000:16",
-        help="method:n_chunks:k builds of the scale section",
+        help="method:n_chunks:k builds of the scale section; cluster builds may add :C:P "
+        "(clusters, probed clusters; default: the library's)",
     )
     parser.add_argument("--scale-real-chunks", type=int, default=12000)
     parser.add_argument(
@@ -1261,6 +1420,12 @@ def main(argv: list[str] | None = None) -> None:
         default="",
         help="n:C:P1/P2/...,... cluster-block graphs whose recall at --sweep-k is measured for "
         "each number of probed clusters P (before the --scale-runs)",
+    )
+    parser.add_argument(
+        "--probe-recall",
+        default="",
+        help="n:C:P1/P2/...,... the recall of cluster-block graphs at --sweep-k for each P, "
+        "computed from the build's clustering for sampled rows without building the graphs",
     )
     parser.add_argument("--sweep-k", default="16,100")
     parser.add_argument("--sweep-ef", default="64,128,256,400,600,800")
@@ -1301,6 +1466,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--child-scale", help=argparse.SUPPRESS)
     parser.add_argument("--child-ef-sweep", help=argparse.SUPPRESS)
     parser.add_argument("--child-cluster-sweep", help=argparse.SUPPRESS)
+    parser.add_argument("--child-probe-recall", help=argparse.SUPPRESS)
     parser.add_argument("--child-graph", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child-matmul", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -1319,6 +1485,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.child_cluster_sweep is not None:
         print(json.dumps(_child_cluster_sweep(args)))
+        return
+    if args.child_probe_recall is not None:
+        print(json.dumps(_child_probe_recall(args)))
         return
     results = args.out / "index_build.json"
     previous = json.loads(results.read_text()) if results.is_file() else {}

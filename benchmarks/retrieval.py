@@ -173,13 +173,19 @@ def build_collection(corpus: Corpus, cache: Path, graph_k: int) -> CorpusStore:
     return store
 
 
-def graph_of(store: CorpusStore, method: str) -> TopKGraph:
-    """The collection's own graph (``auto``), or one built with ``method`` (``exact`` or
-    ``faiss``, the values of ``graph.method``) from the collection's embeddings, with its k,
-    inside the collection's directory (built once, reused while the collection is unchanged)."""
+def graph_of(
+    store: CorpusStore, method: str, clusters: int | None = None, probes: int | None = None
+) -> TopKGraph:
+    """The collection's own graph (``auto``), or one built with ``method`` (``exact``,
+    ``cluster`` or ``faiss``, the values of ``graph.method``) from the collection's embeddings,
+    with its k, inside the collection's directory (built once, reused while the collection is
+    unchanged). ``clusters``/``probes`` are the cluster build's C and P (None: its defaults)."""
     if method == "auto":
         return store.graph
-    directory = store.directory / f"graph-{method}"
+    name = f"graph-{method}"
+    if method == "cluster" and (clusters or probes):
+        name += f"-C{clusters or 'auto'}-P{probes or 'auto'}"
+    directory = store.directory / name
     if directory.exists():
         graph = TopKGraph.open(directory)
         if len(graph) == len(store) and graph.method == method:
@@ -191,6 +197,8 @@ def graph_of(store: CorpusStore, method: str) -> TopKGraph:
         store.ids,
         k=store.graph.k,
         method=method,
+        clusters=clusters,
+        probes=probes,
     )
 
 
@@ -403,7 +411,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     first_stage = MemoFirstStage(store)
     scorers = load_scorers(args.scorers, store, args.cross_encoder)
     store.embedder.encode(["warm-up"])
-    graph = graph_of(store, args.graph_method)
+    graph = graph_of(store, args.graph_method, args.graph_clusters, args.graph_probes)
     k = args.first_stage_k
 
     retrievers: dict[tuple[str, str, int, str], SunarRetriever] = {}
@@ -591,6 +599,11 @@ def summarise(
                 "method": graph.method,
                 "built_from": f"MiniLM embeddings ({graph.method} top-k)",
                 "recall_vs_exact": graph_recall(graph, store.graph),
+                **(
+                    {"clusters": args.graph_clusters, "probes": args.graph_probes}
+                    if graph.method == "cluster"
+                    else {}
+                ),
             },
             "first_stage": "hybrid (RRF of bm25s and Chroma MiniLM, rrf_k=60)",
             "first_stage_k": args.first_stage_k,
@@ -829,10 +842,22 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--graph-k", type=int, default=16)
     parser.add_argument(
         "--graph-method",
-        choices=("auto", "exact", "faiss"),
+        choices=("auto", "exact", "cluster", "faiss"),
         default="auto",
         help="NAR's neighbourhood graph: the collection's own (auto: exact at this size) or "
         "one built from its embeddings with this graph.method",
+    )
+    parser.add_argument(
+        "--graph-clusters",
+        type=int,
+        default=None,
+        help="--graph-method cluster: number of k-means clusters C (default ceil(n / 1000))",
+    )
+    parser.add_argument(
+        "--graph-probes",
+        type=int,
+        default=None,
+        help="--graph-method cluster: clusters probed per row P (default 48)",
     )
     parser.add_argument("--bootstrap", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)

@@ -438,6 +438,21 @@ def test_cluster_graph_probing_every_cluster_is_the_exact_graph() -> None:
     np.testing.assert_allclose(got_values, want_values, atol=1e-5)
 
 
+def test_graph_build_passes_the_cluster_parameters_through(tmp_path: Path) -> None:
+    vectors = clustered_rows(600, 16, seed=35)
+    ids = [f"c{i}" for i in range(600)]
+    want, _ = exact_topk(vectors, 8)
+    every = TopKGraph.build(
+        tmp_path / "all", vectors, ids, k=8, method="cluster", clusters=6, probes=6
+    )
+    one = TopKGraph.build(
+        tmp_path / "one", vectors, ids, k=8, method="cluster", clusters=6, probes=1
+    )
+    assert every.method == one.method == "cluster"
+    np.testing.assert_array_equal(np.asarray(every.neighbour_rows), want)  # P = C: exact
+    assert overlap(np.asarray(one.neighbour_rows), want) < 1.0  # one cluster of six compared
+
+
 def test_cluster_graph_is_deterministic_with_high_recall_and_exact_similarities() -> None:
     vectors = clustered_rows(4000, 32, seed=32)
     want, _ = exact_topk(vectors, 16)

@@ -148,13 +148,17 @@ class TopKGraph:
         max_block_bytes: int = DEFAULT_MAX_BLOCK_BYTES,
         method: GraphMethod = "auto",
         exact_max_rows: int = EXACT_MAX_ROWS,
+        clusters: int | None = None,
+        probes: int | None = None,
     ) -> TopKGraph:
         """Compute the graph of ``embeddings`` (row i ↔ ``ids[i]``) and store it.
 
         ``method``: ``"exact"`` (blocked exact top-k), ``"cluster"`` (approximate, exact
         products within k-means cluster neighbourhoods; see :mod:`.cluster`), ``"faiss"``
         (approximate, HNSW; optional dependency, see :mod:`.ann`) or ``"auto"``: exact up to
-        ``exact_max_rows`` rows, cluster above. ``k`` is capped at
+        ``exact_max_rows`` rows, cluster above. ``clusters`` (C) and ``probes`` (P) set the
+        cluster build's parameters (default: :func:`.cluster.default_clusters` and
+        :data:`.cluster.PROBES`); the other methods ignore them. ``k`` is capped at
         ``len(ids) - 1``; the requested value is remembered so that :meth:`extend` grows the
         lists once more rows exist. Replaces any graph in ``directory`` (crash-safely).
         """
@@ -170,7 +174,9 @@ class TopKGraph:
                 matrix, k, block_size=block_size, max_block_bytes=max_block_bytes
             )
         elif chosen == CLUSTER_METHOD:
-            neighbour_rows, values = cluster_topk(matrix, k, max_block_bytes=max_block_bytes)
+            neighbour_rows, values = cluster_topk(
+                matrix, k, n_clusters=clusters, probes=probes, max_block_bytes=max_block_bytes
+            )
         else:
             neighbour_rows, values = approximate_topk(matrix, k)
         meta = graph_meta(
