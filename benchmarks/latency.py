@@ -93,18 +93,9 @@ class OtherLoad:
     @staticmethod
     def _sample() -> tuple[float, float, float] | None:
         """(monotonic s, machine busy CPU s, own and children's CPU s)."""
-        try:
-            with open("/proc/stat", encoding="ascii") as handle:
-                ticks = [int(x) for x in handle.readline().split()[1:9]]
-        except (OSError, ValueError):
-            return None
-        busy = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # minus idle, iowait
-        own = os.times()
-        return (
-            time.monotonic(),
-            busy,
-            own.user + own.system + own.children_user + own.children_system,
-        )
+        from rag_complexity_agents.models.llamacpp.runtime import cpu_sample
+
+        return cpu_sample(children=True)
 
     def reading(self, part: str) -> float | None:
         """Busy cores of other processes since the previous reading, recorded as ``part``."""

@@ -236,6 +236,22 @@ def free_cores() -> int:
     return max(1, min(cores, cores - round(load)))
 
 
+def cpu_sample(children: bool = False) -> tuple[float, float, float] | None:
+    """(monotonic s, the machine's busy CPU s, this process's own CPU s, with its finished
+    child processes' when ``children``); None without ``/proc/stat``."""
+    try:
+        with open("/proc/stat", encoding="ascii") as handle:
+            ticks = [int(x) for x in handle.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    busy = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # minus idle, iowait
+    own = os.times()
+    spent = own.user + own.system
+    if children:
+        spent += own.children_user + own.children_system
+    return time.monotonic(), busy, spent
+
+
 class FreeCores:
     """The cores other processes left free during the time since the previous reading.
 
@@ -253,15 +269,7 @@ class FreeCores:
 
     @staticmethod
     def _sample() -> tuple[float, float, float] | None:
-        """(monotonic s, machine busy CPU s, own CPU s), None without ``/proc/stat``."""
-        try:
-            with open("/proc/stat", encoding="ascii") as handle:
-                ticks = [int(x) for x in handle.readline().split()[1:9]]
-        except (OSError, ValueError):
-            return None
-        busy = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # minus idle, iowait
-        own = os.times()
-        return time.monotonic(), busy, own.user + own.system
+        return cpu_sample()
 
     def update(self) -> int:
         """The free cores now (see the class docstring)."""
