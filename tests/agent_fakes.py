@@ -27,7 +27,7 @@ from rag_complexity_agents.corpus.demo import DEMO_CORPUS
 from rag_complexity_agents.corpus.documents import iter_documents
 from rag_complexity_agents.corpus.store import CorpusStore
 from rag_complexity_agents.retrieval.asu import ASU_INSTRUCTION
-from rag_complexity_agents.retrieval.mer import DIRECT_INSTRUCTION, MER_INSTRUCTION
+from rag_complexity_agents.retrieval.mer import MER_INSTRUCTION
 
 KINDS: dict[str, str] = {
     self_ask.SYSTEM: "self_ask",
@@ -39,7 +39,6 @@ KINDS: dict[str, str] = {
     no_retrieval.SYSTEM: "no_retrieval",
     ASU_INSTRUCTION: "asu",
     MER_INSTRUCTION: "mer",
-    DIRECT_INSTRUCTION: "mer",
     requery.SYSTEM: "requery",
 }
 

@@ -551,40 +551,6 @@ def test_final_answer_preferences() -> None:
     assert shorten_answer("No closing clause here") == ""
 
 
-def test_direct_reader_reads_single_step_passages_and_each_hop(parts: Components) -> None:
-    from rag_complexity_agents.agents.single_step import answer_single_step
-
-    result, chat = run(
-        parts, "self_ask_sunar_mer", spirited(mer="Japan"), mer={"l": 4, "style": "direct"}
-    )
-    t = result.trace
-    assert result.answer == "Japan" and t["answer_source"] == "mer"
-    assert t["mer"]["style"] == "direct" and t["mer"]["extraction"] == "direct"
-    (prompt,) = [c["human"] for c in chat.calls if c["kind"] == "mer"]
-    assert "Notes:\n1. Who directed Spirited Away? -> Hayao Miyazaki" in prompt
-    # the question's own top-k (what single-step reads) lead, then the hops' passages
-    single = answer_single_step(Q, parts.first_stage, ScriptedChat(script=Script("x")))
-    lead = [e["doc_id"] for e in single.trace["evidence"]]
-    ids = [e["doc_id"] for e in t["mer"]["evidence"]]
-    assert ids[: len(lead)] == lead and len(lead) < len(ids) <= len(lead) + 4
-    hop_ids = {e["doc_id"] for s in t["steps"] for e in s["retrieval"]["evidence"]}
-    assert set(ids[len(lead) :]) <= hop_ids
-    assert t["retrieval_calls"] == 3  # two hops and the question's own search
-
-
-def test_lead_then_interleave_keeps_the_lead_and_alternates_hops() -> None:
-    from rag_complexity_agents.retrieval.mer import lead_then_interleave
-    from rag_complexity_agents.types import Chunk, ScoredDoc
-
-    def docs(*ids: str) -> list[ScoredDoc]:
-        return [ScoredDoc(Chunk(id=i, text=i), 1.0) for i in ids]
-
-    got = lead_then_interleave(docs("a", "b", "a"), [docs("b", "c", "d"), docs("e", "f")], 3)
-    assert [d.id for d in got] == ["a", "b", "e", "c", "f"]
-    assert [d.id for d in lead_then_interleave(docs("a"), [], 3)] == ["a"]
-    assert [d.id for d in lead_then_interleave([], [docs("x", "y")], 0)] == []
-
-
 def test_mer_copying_an_exemplar_is_ignored(parts: Components) -> None:
     script = spirited(mer="[Reasoning]: ...\n[Final Answer]: William Godwin")
     result, _ = run(parts, "self_ask_sunar_mer", script)

@@ -144,8 +144,6 @@ def mer_node(state: AgentState, ctx: AgentContext) -> Update:
     """Meta Evidence Reasoner: reasoning path + top-l evidence across steps → answer."""
     from ..retrieval.mer import DEFAULT_EXEMPLARS, MetaEvidenceReasoner, collect_evidence
 
-    if ctx.config.mer.style == "direct":
-        return direct_reader(state, ctx)
     question = state["question"]
     indices = sorted({int(r.get("step", 0)) for r in state.get("retrievals") or []})
     rankings = [[doc_from_record(d) for d in step_docs(state, i)] for i in indices]
@@ -184,53 +182,6 @@ def mer_node(state: AgentState, ctx: AgentContext) -> Update:
             ),
             llm_calls=len(replies) - 1,
         ),
-    }
-
-
-def direct_reader(state: AgentState, ctx: AgentContext) -> Update:
-    """MER's ``direct`` style (``mer.style``): the question's own first-stage top-k (the
-    passages single-step reads) plus up to ``mer.l`` passages the sub-questions were answered
-    from, the reasoning path as notes, one short answer (a :class:`~.structured.ShortAnswer`
-    under structured output). Without retrieval it reads the notes alone."""
-    from ..retrieval.mer import build_direct_messages, lead_then_interleave
-
-    question = state["question"]
-    retrieved = ctx.strategy != "none"
-    lead = ctx.parts.first_stage.search(question, ctx.config.answer.passages) if retrieved else []
-    hops = [
-        [doc_from_record(d) for d in shown_docs(ctx, state, int(s.get("index", 0)))]
-        for s in steps_of(state)
-    ]
-    evidence = lead_then_interleave(lead, hops, ctx.config.mer.l)
-    path = reasoning_path(state)
-    messages = build_direct_messages(
-        question, path, evidence, max_evidence_chars=ctx.config.answer.passage_chars
-    )
-    obj, reply, update = ask_step(
-        ctx,
-        state,
-        messages,
-        kind="mer",
-        max_tokens=ctx.agents.answer_max_tokens,
-        stop=["\n\n"],
-        schema=ShortAnswer,
-    )
-    answer = extract_short_answer(obj.answer if obj is not None else reply.text)
-    if not answer:
-        record_format_failure("mer")
-    counted: Any = {**state, **update}  # the state after the call's costs
-    return {
-        "mer": {
-            "answer": answer,
-            "extraction": "structured" if obj is not None else "direct",
-            "output": reply.text,
-            "reasoning_path": [list(p) for p in path],
-            "evidence": without_text([doc_record(d, max_chars=ctx.keep_chars) for d in evidence]),
-            "l": ctx.config.mer.l,
-            "style": "direct",
-        },
-        **update,
-        **costs(counted, retrieval_calls=int(retrieved)),
     }
 
 
@@ -294,7 +245,6 @@ __all__ = [
     "answer_from_evidence",
     "answer_sub",
     "chosen_answer",
-    "direct_reader",
     "echoes_question",
     "final_answer",
     "mer_node",

@@ -256,16 +256,6 @@ class MERConfig(BaseModel):
         description="Each evidence passage is cut to this many characters (the cpu profile's "
         "default: 350).",
     )
-    style: Literal["reasoned", "direct"] = Field(
-        "reasoned",
-        description="'reasoned': the paper's MER (reasoning path + top-l evidence re-scored "
-        "against the question, reasoning, then the answer after a marker); 'direct': a "
-        "deviation for small models, which break the reasoned format (the packaged 1.5B ended "
-        "20 of 20 MuSiQue replies without the marker): the question's own top "
-        "answer.passages passages (what single-step reads) plus up to l passages the "
-        "sub-questions were answered from, the path as notes, and a short answer like "
-        "single-step's.",
-    )
 
 
 class AgentsConfig(BaseModel):

@@ -210,59 +210,6 @@ def build_mer_messages(
     return [("system", MER_INSTRUCTION), ("human", "\n".join(parts))]
 
 
-DIRECT_INSTRUCTION = (
-    "You answer a complex question from numbered passages. The notes list sub-questions an "
-    "earlier attempt asked and the answers it found; they can be wrong or incomplete, and the "
-    "passages decide. Reply with the answer only: a name, date, number, yes or no, or a short "
-    "phrase, with no explanation. If the passages do not contain it, give your best guess."
-)
-"""The ``direct`` style's instruction: the same inputs as MER's, the answer without reasoning."""
-
-
-def build_direct_messages(
-    question: str,
-    reasoning_path: Sequence[tuple[str, str]],
-    evidence: Sequence[Evidence],
-    *,
-    max_evidence_chars: int = 700,
-) -> list[tuple[str, str]]:
-    """The ``direct`` style's prompt (``mer.style``): the reasoning path as notes, the
-    evidence and the question, answered in a few words like a single-step reader (no
-    exemplars, no reasoning, no marker)."""
-    case = (
-        f"Notes:\n{_format_path(reasoning_path)}\n\n"
-        f"Passages:\n{_format_evidence(evidence, max_evidence_chars)}\n\n"
-        f"Question: {question.strip()}\nAnswer:"
-    )
-    return [("system", DIRECT_INSTRUCTION), ("human", case)]
-
-
-def lead_then_interleave(
-    lead: Sequence[ScoredDoc], rankings: Sequence[Sequence[ScoredDoc]], extra: int
-) -> list[ScoredDoc]:
-    """``lead`` (the question's own top passages) followed by up to ``extra`` more documents
-    taken rank by rank across ``rankings`` (the sub-questions' passages), first occurrence
-    kept: the reader sees what single-step sees and what each hop was answered from."""
-    out: list[ScoredDoc] = []
-    seen: set[str] = set()
-
-    def take(doc: ScoredDoc) -> None:
-        if doc.id not in seen:
-            seen.add(doc.id)
-            out.append(doc)
-
-    for doc in lead:
-        take(doc)
-    limit = len(out) + extra
-    for depth in range(max((len(r) for r in rankings), default=0)):
-        for ranking in rankings:
-            if len(out) >= limit:
-                return out
-            if depth < len(ranking):
-                take(ranking[depth])
-    return out
-
-
 # --------------------------------------------------------------------------------------------
 # Answer extraction
 # --------------------------------------------------------------------------------------------
@@ -516,7 +463,6 @@ class MetaEvidenceReasoner:
 
 __all__ = [
     "DEFAULT_EXEMPLARS",
-    "DIRECT_INSTRUCTION",
     "FINAL_MARKER",
     "MER_INSTRUCTION",
     "REASONING_MARKER",
@@ -524,10 +470,8 @@ __all__ = [
     "MERExemplar",
     "MERResult",
     "MetaEvidenceReasoner",
-    "build_direct_messages",
     "build_mer_messages",
     "collect_evidence",
     "extract_final_answer",
     "format_exemplar",
-    "lead_then_interleave",
 ]
