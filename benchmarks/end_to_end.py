@@ -113,6 +113,9 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
     "self_ask_nar": ("Self-Ask + NAR", _NAR),
     "self_ask_sunar": ("Self-Ask + SUNAR", _SUNAR),
     "self_ask_sunar_mer": ("Self-Ask + SUNAR + MER", _MER),
+    "plan_execute": ("Plan-and-execute", _RETRIEVAL),
+    "plan_execute_nar": ("Plan-and-execute + NAR", _NAR),
+    "plan_execute_sunar": ("Plan-and-execute + SUNAR", _SUNAR),
     "llamaindex_subquestion": ("Peer: LlamaIndex SubQuestionQueryEngine", _RETRIEVAL),
     "langgraph_react_agent": (
         "Peer: LangGraph create_react_agent",

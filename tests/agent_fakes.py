@@ -20,7 +20,14 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field
 
 from rag_complexity_agents.agents import no_retrieval
-from rag_complexity_agents.agents.prompts import cot, react, requery, searchain, self_ask
+from rag_complexity_agents.agents.prompts import (
+    cot,
+    plan_execute,
+    react,
+    requery,
+    searchain,
+    self_ask,
+)
 from rag_complexity_agents.agents.prompts import single_step as single_step_prompt
 from rag_complexity_agents.config import Config
 from rag_complexity_agents.corpus.demo import DEMO_CORPUS
@@ -33,6 +40,7 @@ KINDS: dict[str, str] = {
     self_ask.SYSTEM: "self_ask",
     react.SYSTEM: "react",
     searchain.SYSTEM: "searchain",
+    plan_execute.FINAL_SYSTEM: "plan_final",
     cot.SYSTEM: "cot",
     cot.IRCOT_SYSTEM: "ircot",
     single_step_prompt.SYSTEM: "answer",
@@ -41,6 +49,8 @@ KINDS: dict[str, str] = {
     MER_INSTRUCTION: "mer",
     requery.SYSTEM: "requery",
 }
+
+PLAN_SYSTEM = plan_execute.SYSTEM.split("{", 1)[0]  # the planning prompt names max_steps
 
 Reply = str | Callable[[str], str]
 
@@ -94,7 +104,7 @@ class ScriptedChat(GenericFakeChatModel):
             raise self.fail_with
         system = next((str(m.content) for m in messages if m.type == "system"), "")
         human = "\n".join(str(m.content) for m in messages if m.type == "human")
-        kind = KINDS.get(system, "other")
+        kind = KINDS.get(system, "plan" if system.startswith(PLAN_SYSTEM) else "other")
         self.calls.append({"kind": kind, "human": human, "stop": stop, "kwargs": dict(kwargs)})
         usage = {"input_tokens": 10, "output_tokens": 2, "total_tokens": 12}
         message = AIMessage(content=str(self.script(kind, human)), usage_metadata=usage)  # type: ignore[arg-type]

@@ -215,6 +215,62 @@ def test_searchain_unsolved_query_is_filled_then_final(parts: Components) -> Non
     assert result.trace["steps"][0]["status"] == "filled" and result.answer == "Hayao Miyazaki"
 
 
+# ------------------------------------------------------------------------------ Plan-and-execute
+
+PLAN = "1. Who directed Spirited Away?\n2. Where was #1 born?"
+
+
+@pytest.mark.parametrize("preset", ["plan_execute", "plan_execute_sunar"])
+def test_plan_execute_answers_the_plan_in_order(parts: Components, preset: str) -> None:
+    script = Script(plan=PLAN, answer=["Hayao Miyazaki", "Tokyo, Japan"], asu="Hayao Miyazaki")
+    result, chat = run(parts, preset, script)
+    t = result.trace
+    assert [s["sub_question"] for s in t["steps"]] == [
+        "Who directed Spirited Away?",
+        "Where was Hayao Miyazaki born?",  # #1 replaced by the first answer
+    ]
+    assert t["steps"][1]["planned"] == "Where was #1 born?"
+    assert result.answer == "Tokyo, Japan" and t["stop_reason"] == "final_answer"
+    assert chat.kinds().count("plan") == 1 and "plan_final" not in chat.kinds()
+    second = [c["human"] for c in chat.calls if c["kind"] == "answer"][1]
+    assert "Question: Where was Hayao Miyazaki born?" in second
+    assert t["format_failures"] == 0 and t["retrieval_calls"] >= 2
+
+
+def test_plan_execute_unreadable_plan_is_retried_then_the_question(parts: Components) -> None:
+    script = Script(plan="I would search the web.", answer="Japan")
+    result, chat = run(parts, "plan_execute", script)
+    t = result.trace
+    assert chat.kinds().count("plan") == 2  # one retry with the format reminder
+    assert "One simple question per line" in [c["human"] for c in chat.calls][1]
+    assert [s["sub_question"] for s in t["steps"]] == [Q] and result.answer == "Japan"
+    assert t["format_failures"] == 2
+
+
+def test_plan_execute_copied_exemplar_plan_is_not_used(parts: Components) -> None:
+    copied = "1. Who is the director of the film Jaws?\n2. Who is the father of #1?"
+    script = Script(plan=[copied, PLAN], answer=["Hayao Miyazaki", "Tokyo"])
+    result, _ = run(parts, "plan_execute", script)
+    assert result.trace["steps"][0]["sub_question"] == "Who directed Spirited Away?"
+    assert result.answer == "Tokyo"
+
+
+def test_plan_execute_unknown_last_answer_asks_from_the_path(parts: Components) -> None:
+    script = Script(plan=PLAN, answer=["Hayao Miyazaki", "unknown"], plan_final="Japan")
+    result, chat = run(parts, "plan_execute", script)
+    final = [c["human"] for c in chat.calls if c["kind"] == "plan_final"]
+    assert len(final) == 1 and "- Who directed Spirited Away? Hayao Miyazaki" in final[0]
+    assert result.answer == "Japan" and result.trace["answer_source"] == "forced_final"
+
+
+def test_plan_execute_plan_is_capped_at_max_steps(parts: Components) -> None:
+    long_plan = "\n".join(f"{i}. Question number {i}?" for i in range(1, 7))
+    result, _ = run(
+        parts, "plan_execute", Script(plan=long_plan, answer="Japan"), agents={"max_steps": 2}
+    )
+    assert len(result.trace["steps"]) == 2 and result.answer == "Japan"
+
+
 # ------------------------------------------------------------------------------ IRCoT, baselines
 
 

@@ -23,6 +23,7 @@ from rag_complexity_agents.agents.parsers import (
     find_answer,
     parse_cot,
     parse_ircot,
+    parse_plan,
     parse_react,
     parse_searchain,
     parse_self_ask,
@@ -105,6 +106,22 @@ def test_searchain_without_brackets_and_final_only() -> None:
     assert parse_searchain("no markers here").kind == "none"
     many = parse_searchain("\n".join(f"[Query {i}]: q{i}?" for i in range(100)))
     assert len(many.nodes) == P.MAX_CHAIN_NODES
+
+
+def test_plan_numbered_and_bulleted_questions() -> None:
+    reply = "1. Who wrote Dune?\n2) Where was #1 born?\n- Question 3: Who is the mayor of #2?"
+    assert parse_plan(reply) == [
+        "Who wrote Dune?",
+        "Where was #1 born?",
+        "Who is the mayor of #2?",
+    ]
+    # prose lines, repeats and lines that are not questions are dropped; a cap applies
+    assert parse_plan("Here is the plan:\n1. A?\n1. A?\n2. not a question\n3. B?") == ["A?", "B?"]
+    assert parse_plan("1. A?\n2. B?\n3. C?", 2) == ["A?", "B?"]
+    # one bare question is a plan of one; prose is no plan
+    assert parse_plan("Who wrote Dune?") == ["Who wrote Dune?"]
+    assert parse_plan("I cannot split this.") == []
+    assert parse_plan("") == [] and parse_plan(None) == []
 
 
 def test_ircot_and_cot() -> None:

@@ -43,6 +43,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "agents.parse_react": parsers.parse_react,
     "agents.parse_searchain": parsers.parse_searchain,
     "agents.parse_ircot": parsers.parse_ircot,
+    "agents.parse_plan": parsers.parse_plan,
     "agents.parse_cot": parsers.parse_cot,
     "answer.shorten_answer": shorten_answer,
     "single_step.extract_short_answer": single_step_answer,

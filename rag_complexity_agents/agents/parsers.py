@@ -305,6 +305,31 @@ def parse_searchain(text: object) -> SearChainParse:
 
 
 # --------------------------------------------------------------------------------------------
+# Plan-and-execute
+# --------------------------------------------------------------------------------------------
+
+_PLAN_ITEM = re.compile(r"^[ \t]*(?:\(?\d{1,2}[.):]|[-*•])[ \t]*(.*)$")
+
+
+def parse_plan(text: object, max_questions: int = MAX_CHAIN_NODES) -> list[str]:
+    """The simple questions of a plan: its numbered or bulleted lines that end with '?'
+    (labels such as 'Question 2:' removed, repeats dropped), at most ``max_questions``. A
+    reply without any such line that is itself one question counts as a plan of one."""
+    raw = as_text(text)
+    questions: list[str] = []
+    for line in raw.splitlines():
+        match = _PLAN_ITEM.match(line)
+        query = clean_query(match.group(1)) if match else ""
+        if query.endswith("?") and query not in questions:
+            questions.append(query)
+    if not questions:
+        lines = [line for line in raw.splitlines() if has_content(line)]
+        query = clean_query(lines[0]) if len(lines) == 1 else ""
+        questions = [query] if query.endswith("?") else []
+    return questions[: max(0, max_questions)]
+
+
+# --------------------------------------------------------------------------------------------
 # IRCoT and chain-of-thought
 # --------------------------------------------------------------------------------------------
 
@@ -358,6 +383,7 @@ __all__ = [
     "has_content",
     "parse_cot",
     "parse_ircot",
+    "parse_plan",
     "parse_react",
     "parse_searchain",
     "parse_self_ask",

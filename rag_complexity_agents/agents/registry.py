@@ -1,7 +1,7 @@
 """Name → graph builder, and the named presets (loop + retrieval strategy + MER).
 
-Loops: ``self_ask``, ``react``, ``searchain``, ``ircot`` and the baselines ``cot``,
-``single_step``, ``no_retrieval``. A preset fixes a loop's default retrieval strategy and
+Loops: ``self_ask``, ``plan_execute``, ``react``, ``searchain``, ``ircot`` and the baselines
+``cot``, ``single_step``, ``no_retrieval``. A preset fixes a loop's default retrieval strategy and
 MER flag, e.g. ``self_ask_sunar_mer`` = Self-Ask + NAR + ASU + MER (SUNAR as in the paper).
 Runs can still override every knob through ``configurable``.
 """
@@ -20,6 +20,7 @@ from ..profiles import PROFILES
 from .baselines import build_cot, build_no_retrieval, build_single_step
 from .context import check_strategy, serve_clients
 from .ircot import build_ircot
+from .plan_execute import build_plan_execute
 from .react import build_react
 from .searchain import build_searchain
 from .self_ask import build_self_ask
@@ -42,6 +43,10 @@ class GraphBuilder(Protocol):
 
 LOOPS: dict[str, tuple[GraphBuilder, str]] = {
     "self_ask": (build_self_ask, "Self-Ask: follow-up questions and intermediate answers"),
+    "plan_execute": (
+        build_plan_execute,
+        "Plan-and-execute: the chain of simple questions written first, then answered in turn",
+    ),
     "react": (build_react, "ReAct: Thought / Search[...] / Lookup[...] / Finish[...]"),
     "searchain": (build_searchain, "SearChain: a [Query]/[Answer] chain checked on evidence"),
     "ircot": (build_ircot, "IRCoT: one CoT sentence per retrieval"),
@@ -68,7 +73,13 @@ def _presets() -> dict[str, Preset]:
     def add(name: str, loop: str, retrieval: str | None, mer: bool, description: str) -> None:
         out[name] = Preset(name, loop, retrieval, mer, description)
 
-    labels = {"self_ask": "Self-Ask", "react": "ReAct", "searchain": "SearChain", "ircot": "IRCoT"}
+    labels = {
+        "self_ask": "Self-Ask",
+        "plan_execute": "Plan-and-execute",
+        "react": "ReAct",
+        "searchain": "SearChain",
+        "ircot": "IRCoT",
+    }
     for loop, label in labels.items():
         add(loop, loop, "first_stage", False, f"{label} with first-stage retrieval")
         add(f"{loop}_nar", loop, "nar", False, f"{label} + NAR (SUNAR_R)")

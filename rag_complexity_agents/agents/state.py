@@ -22,7 +22,9 @@ from typing_extensions import TypedDict as TypedDictX  # pydantic's JSON schema 
 
 from ..types import Chunk, ScoredDoc
 
-LoopName = Literal["self_ask", "react", "searchain", "ircot", "cot", "single_step", "no_retrieval"]
+LoopName = Literal[
+    "self_ask", "plan_execute", "react", "searchain", "ircot", "cot", "single_step", "no_retrieval"
+]
 RetrievalName = Literal["none", "first_stage", "rerank", "nar", "sunar"]
 StopReason = Literal[
     "final_answer",
@@ -152,6 +154,7 @@ class AgentState(TypedDict, total=False):
     next_node: str  # where the loop node wants to go next
     # loop-specific
     chain: list[ChainNodeState]
+    plan: list[str]  # plan-and-execute: the simple questions, #k for earlier answers
     plan_rounds: int
     sentences: list[str]
     pool: list[DocRecord]

@@ -4,10 +4,11 @@ and what a run's chat model can and cannot do (for the trace).
 Every structured LLM step of the loops asks for a typed object (:mod:`~..models.schemas`)
 when the run context uses structured output: the Self-Ask next line (:class:`SelfAskMove`),
 the ReAct action (:class:`ReActMove`), the SearChain chain (:class:`SearChainPlan`), the
-IRCoT sentence (:class:`CoTStep`), the (sub-)answer (:class:`ShortAnswer`) and the MER answer
-(:class:`MERAnswer`); the yes/no judges do the same in their own modules. When the model
-has no structured output, or a structured call fails, the step is asked as text and read by
-the loop's lenient parser, and the loop's repair (a retry with a format reminder) applies.
+plan of plan-and-execute (:class:`SubQuestionPlan`), the IRCoT sentence (:class:`CoTStep`),
+the (sub-)answer (:class:`ShortAnswer`) and the MER answer (:class:`MERAnswer`); the yes/no
+judges do the same in their own modules. When the model has no structured output, or a
+structured call fails, the step is asked as text and read by the loop's lenient parser, and
+the loop's repair (a retry with a format reminder) applies.
 
 Format failures (see :mod:`~..models.structured` for the definition) are counted per step
 kind: a Think node's kind is its node name (``decompose``, ``think``, ``plan``, ``reason``,
@@ -32,6 +33,7 @@ from ..models.schemas import (
     SearChainPlan,
     SelfAskMove,
     ShortAnswer,
+    SubQuestionPlan,
 )
 from ..models.structured import (
     STRUCTURE_TOKENS,
@@ -126,6 +128,7 @@ __all__ = [
     "SelfAskMove",
     "ShortAnswer",
     "StructuredOutput",
+    "SubQuestionPlan",
     "ask_step",
     "model_notes",
     "structured_messages",

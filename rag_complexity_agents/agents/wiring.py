@@ -164,6 +164,7 @@ def start_node(loop: str, name: str) -> NodeFn:
             "extra_budget": 0,
             "retrieval_reason": "initial",
             "chain": [],
+            "plan": [],
             "plan_rounds": 0,
             "sentences": [],
             "pool": [],

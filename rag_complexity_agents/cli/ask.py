@@ -13,7 +13,16 @@ from ..errors import ConfigError
 from .common import ConfigOption, SetOption, build_config, fail_cleanly
 from .render import print_single_step, print_trace
 
-LOOP_NAMES = ("self_ask", "react", "searchain", "ircot", "cot", "single_step", "no_retrieval")
+LOOP_NAMES = (
+    "self_ask",
+    "plan_execute",
+    "react",
+    "searchain",
+    "ircot",
+    "cot",
+    "single_step",
+    "no_retrieval",
+)
 DEFAULT_LOOP = "self_ask"
 
 

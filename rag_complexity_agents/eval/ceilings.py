@@ -22,11 +22,11 @@ covered) for the analysis of where a chain breaks.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..agents.plan_execute import substitute_answers
 from ..agents.single_step import answer_single_step
 from ..errors import InputError
 from ..types import Chunk, RunResult, ScoredDoc
@@ -37,7 +37,6 @@ from .strategies import RecordStrategy
 if TYPE_CHECKING:
     from .strategies import EvalComponents
 
-_BACKREF = re.compile(r"#(\d+)")
 _KB_STEP = " >> "
 
 #: Questions for the Wikidata relations of MuSiQue / 2Wiki steps that do not read as nouns
@@ -64,20 +63,6 @@ RELATION_QUESTIONS: dict[str, str] = {
     "work location": "Where did {entity} work?",
     "location of formation": "Where was {entity} formed?",
 }
-
-
-def substitute_answers(question: str, answers: Sequence[str]) -> str:
-    """``question`` with every ``#k`` replaced by ``answers[k-1]`` (1-based, as in MuSiQue).
-
-    A reference beyond the answers given is left as it is; ``#12`` is step 12, not step 1
-    followed by "2".
-    """
-
-    def replace(match: re.Match[str]) -> str:
-        index = int(match.group(1))
-        return answers[index - 1] if 1 <= index <= len(answers) else match.group(0)
-
-    return _BACKREF.sub(replace, question)
 
 
 def as_question(step: str) -> str:

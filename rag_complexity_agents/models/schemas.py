@@ -11,7 +11,7 @@ in the middle of its JSON.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -19,6 +19,7 @@ QUERY_CHARS = 200
 ANSWER_CHARS = 100
 THOUGHT_CHARS = 300
 CHAIN_NODES = 3
+PLAN_QUESTIONS = 4
 
 
 class SelfAskMove(BaseModel):
@@ -74,6 +75,16 @@ class SearChainPlan(BaseModel):
     final_answer: str = Field(
         max_length=ANSWER_CHARS,
         description="The short final answer once the chain answers the question, else ''",
+    )
+
+
+class SubQuestionPlan(BaseModel):
+    """The chain of simple questions a plan-and-execute run answers in order."""
+
+    questions: list[Annotated[str, Field(min_length=1, max_length=150)]] = Field(
+        min_length=1,
+        max_length=PLAN_QUESTIONS,
+        description="Simple questions in order; #1, #2, ... stand for earlier answers",
     )
 
 
@@ -212,6 +223,7 @@ def format_instruction(schema: Any) -> str:
 __all__ = [
     "ANSWER_CHARS",
     "CHAIN_NODES",
+    "PLAN_QUESTIONS",
     "QUERY_CHARS",
     "THOUGHT_CHARS",
     "ChainStep",
@@ -222,6 +234,7 @@ __all__ = [
     "SearChainPlan",
     "SelfAskMove",
     "ShortAnswer",
+    "SubQuestionPlan",
     "YesNo",
     "format_instruction",
     "json_schema_of",

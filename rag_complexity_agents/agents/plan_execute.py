@@ -1,0 +1,182 @@
+"""Plan-and-execute as a LangGraph loop: the chain of simple questions is written first, then
+each is retrieved for and answered in order.
+
+::
+
+    start → plan ──► retrieve ⇄ explore / requery ──► answer_sub ──► next ──► retrieve …
+             ▲ │                                                        │ plan done / limit
+             └─┘ format break (retried once)                            ▼
+                                                   conclude ──► [mer] ──► finish
+
+``plan`` asks the chat model once for the whole decomposition, in MuSiQue's form: a
+numbered list of at most ``agents.max_steps`` simple questions where ``#k`` stands for the
+answer of question k ("Who directed Jaws?", "Who is the father of #1?"). ``next`` puts the
+answers found so far in place of the ``#k`` (:func:`substitute_answers`) and hands the
+question to the retrieval node (plain, NAR or SUNAR, as for every loop); ``answer_sub``
+answers it from its top-l passages. The last question's answer is the loop's answer;
+``conclude`` asks for one from the path only when that answer is empty or "unknown". A plan
+that cannot be read is asked for once more with a format reminder, then the question itself
+becomes the plan (single-step through the loop).
+
+Why this loop (not in the SUNAR paper, whose loops decide the next sub-question after each
+answer): the small packaged models ask one follow-up and stop, or repeat it, in Self-Ask
+(``benchmarks/results/decomposition_dev.md``), while the dataset's own sub-questions answered
+this way pay (the ``gold_decomposition`` ceiling of ``benchmarks/results/end_to_end.md``).
+Writing the plan up front is one call, and the 1.5B model's plans read like the gold ones.
+``agents.stop``, ``agents.bridge`` and the follow-up hint do not apply: the plan fixes the
+steps, and the ``#k`` substitution carries the bridge entity.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ..models.calls import ChatReply
+from ..text import normalize_answer
+from .answer import answer_sub
+from .context import AgentContext
+from .parsers import clean_answer, clean_query, parse_plan
+from .prompts import plan_execute as prompt
+from .retrieve import UNANSWERED
+from .state import AgentState
+from .steps import Update, ask, reasoning_path, same_query, step_limit, steps_of
+from .structured import ShortAnswer, SubQuestionPlan
+from .wiring import Loop, LoopBuilder, Think, has_answer
+
+LOOP = "plan_execute"
+EXAMPLE_QUESTIONS = prompt.exemplar_questions()
+_BACKREF = re.compile(r"#(\d+)")
+
+
+def substitute_answers(question: str, answers: Sequence[str]) -> str:
+    """``question`` with every ``#k`` replaced by ``answers[k-1]`` (1-based, as in MuSiQue).
+
+    A reference beyond the answers given is left as it is; ``#12`` is step 12, not step 1
+    followed by "2".
+    """
+
+    def replace(match: re.Match[str]) -> str:
+        index = int(match.group(1))
+        return answers[index - 1] if 1 <= index <= len(answers) else match.group(0)
+
+    return _BACKREF.sub(replace, question)
+
+
+def _known(answer: str) -> bool:
+    norm = normalize_answer(answer)
+    return bool(norm) and norm not in UNANSWERED
+
+
+def _copied(questions: Sequence[str], question: str) -> bool:
+    """A plan that repeats an exemplar's simple question the user's question does not ask."""
+    return any(
+        same_query(q, shown) and not same_query(question, shown)
+        for q in questions
+        for shown in EXAMPLE_QUESTIONS
+    )
+
+
+def _next(state: AgentState, ctx: AgentContext) -> Update:
+    """Hand the next planned question (answers in place of ``#k``) to retrieval; once the
+    plan is done, its last answer is the loop's answer."""
+    plan = list(state.get("plan") or [])
+    steps = steps_of(state)
+    if len(steps) >= len(plan):
+        last = str(steps[-1].get("answer") or "") if steps else ""
+        done: Update = {"stop_reason": "final_answer", "next_node": "conclude"}
+        return {**done, "loop_answer": last, "loop_source": "loop"} if _known(last) else done
+    if reason := step_limit(state, ctx):
+        return {"stop_reason": reason, "next_node": "conclude"}
+    index = len(steps)
+    planned = plan[index]
+    query = substitute_answers(planned, [str(s.get("answer") or "") for s in steps])
+    whole = same_query(query, state["question"])
+    new_step = {
+        "index": index,
+        "kind": "question" if whole else "follow_up",
+        "sub_question": query,
+        "answer": "",
+        **({"planned": planned} if planned != query else {}),
+    }
+    return {**ask(query, index), "steps": [*steps, new_step], "next_node": "retrieve"}
+
+
+def _plan_messages(state: AgentState, ctx: AgentContext) -> list[tuple[str, str]]:
+    return prompt.messages(
+        state["question"],
+        max_steps=ctx.agents.max_steps,
+        exemplars=ctx.agents.exemplars,
+        format_hint=bool(state.get("format_hint")),
+    )
+
+
+def _start(state: AgentState, ctx: AgentContext, reply: ChatReply, questions: list[str]) -> Update:
+    update: Update = {"plan_rounds": state.get("plan_rounds", 0) + 1}
+    if _copied(questions, state["question"]):
+        questions = []
+    if not questions:
+        errors = state.get("format_errors", 0) + 1
+        update["format_errors"] = errors
+        if errors <= ctx.agents.max_format_errors:
+            return {**update, "format_hint": True, "next_node": "plan"}
+        questions = [state["question"]]  # degrade to looking up the question itself
+    update.update(plan=questions[: ctx.agents.max_steps], format_hint=False)
+    return {**update, **_next({**state, **update}, ctx)}  # type: ignore[typeddict-item]
+
+
+def _from_plan(plan: SubQuestionPlan) -> list[str]:
+    return [query for q in plan.questions if (query := clean_query(q))]
+
+
+def _final_messages(state: AgentState, ctx: AgentContext) -> list[tuple[str, str]]:
+    return prompt.final_messages(state["question"], reasoning_path(state))
+
+
+def _forced(state: AgentState, ctx: AgentContext, reply: ChatReply, answer: str) -> Update:
+    update: Update = {}
+    if _known(answer):
+        update.update(loop_answer=answer, loop_source="forced_final")
+    if not state.get("stop_reason"):
+        update["stop_reason"] = "max_steps"
+    return update
+
+
+PLAN_EXECUTE = Loop(
+    name=LOOP,
+    description="Plan-and-execute",
+    entry="plan",
+    nodes={
+        "plan": Think(
+            _plan_messages,
+            parse_plan,
+            _start,
+            stop=prompt.STOP,
+            max_tokens=lambda ctx: ctx.agents.step_max_tokens * 2,
+            schema=SubQuestionPlan,
+            convert=_from_plan,
+            failed=lambda questions: not questions,
+        ),
+        "answer_sub": answer_sub,
+        "next": _next,
+        "conclude": Think(
+            _final_messages,
+            clean_answer,
+            _forced,
+            stop=["\n"],
+            max_tokens=lambda ctx: ctx.agents.answer_max_tokens,
+            limit=None,
+            skip=has_answer,
+            schema=ShortAnswer,
+            convert=lambda final: clean_answer(final.answer),
+            failed=lambda answer: not answer,
+        ),
+    },
+    accept="answer_sub",
+    edges=[("answer_sub", "next")],
+    routes={"plan": ("plan", "retrieve", "conclude"), "next": ("retrieve", "conclude")},
+)
+
+build_plan_execute = LoopBuilder(PLAN_EXECUTE)
+
+__all__ = ["LOOP", "PLAN_EXECUTE", "build_plan_execute", "substitute_answers"]

@@ -1,0 +1,83 @@
+"""Plan-and-execute: the chain of simple questions written before any retrieval, in
+MuSiQue's decomposition form (``#k`` stands for the answer of question k). Our own wording;
+the exemplars are invented and hold no dataset question.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+SYSTEM = (
+    "You split a complex question into a chain of simple questions. Each simple question "
+    "asks for one fact about one named thing. Where a question needs the answer of an "
+    "earlier one, write #1, #2, ... in its place. Reply with the numbered questions only, "
+    "one per line, at most {max_steps}."
+)
+
+FINAL_SYSTEM = (
+    "You answer a complex question from the answers found for its simple questions. Reply "
+    "with the answer only: a name, date, number or short phrase, with no explanation."
+)
+
+STOP = ["\n\n", "Question:"]
+
+EXEMPLARS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "Who is the mayor of the city where the author of Dracula was born?",
+        (
+            "Who is the author of Dracula?",
+            "In which city was #1 born?",
+            "Who is the mayor of #2?",
+        ),
+    ),
+    (
+        "In what year did the company that makes the Walkman go public?",
+        ("Which company makes the Walkman?", "In what year did #1 go public?"),
+    ),
+    (
+        "Who is the father of the director of the film Jaws?",
+        ("Who is the director of the film Jaws?", "Who is the father of #1?"),
+    ),
+)
+
+
+def numbered(questions: Sequence[str]) -> str:
+    return "\n".join(f"{number}. {q}" for number, q in enumerate(questions, start=1))
+
+
+def exemplar_questions() -> set[str]:
+    """Every simple question of the exemplars (to spot a model copying one)."""
+    return {q for _, chain in EXEMPLARS for q in chain}
+
+
+def messages(
+    question: str, *, max_steps: int, exemplars: int = 3, format_hint: bool = False
+) -> list[tuple[str, str]]:
+    """The planning prompt: the exemplars as earlier turns, then ``question``."""
+    out = [("system", SYSTEM.format(max_steps=max_steps))]
+    for shown, chain in EXEMPLARS[: max(0, exemplars)]:
+        out += [("human", f"Question: {shown}"), ("ai", numbered(chain))]
+    hint = "\n(One simple question per line, each starting with its number.)" if format_hint else ""
+    out.append(("human", f"Question: {question}{hint}"))
+    return out
+
+
+def final_messages(question: str, path: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The prompt for the final answer from the (simple question, answer) pairs found."""
+    found = "\n".join(f"- {q} {a}" for q, a in path) or "- nothing"
+    return [
+        ("system", FINAL_SYSTEM),
+        ("human", f"Found:\n{found}\n\nQuestion: {question}\nAnswer:"),
+    ]
+
+
+__all__ = [
+    "EXEMPLARS",
+    "FINAL_SYSTEM",
+    "STOP",
+    "SYSTEM",
+    "exemplar_questions",
+    "final_messages",
+    "messages",
+    "numbered",
+]
