@@ -70,7 +70,7 @@ from rag_complexity_agents.eval.datasets import (
     resolve_dataset,
 )
 from rag_complexity_agents.eval.harness import evaluate, open_llm_cache, run_fingerprint
-from rag_complexity_agents.eval.metrics import Estimate
+from rag_complexity_agents.eval.metrics import Estimate, cover_em
 from rag_complexity_agents.eval.report import paired_delta, summarize
 from rag_complexity_agents.eval.runner import read_run
 from rag_complexity_agents.eval.strategies import (
@@ -252,6 +252,28 @@ def paired(lines: Sequence[dict[str, Any]], baseline: Sequence[dict[str, Any]] |
         "ci_high": None if estimate is None else round(estimate.hi, 4),
         "n": 0 if estimate is None else estimate.n,
     }
+
+
+def first_hop(
+    lines: Sequence[dict[str, Any]], records: dict[str, QARecord]
+) -> dict[str, Any] | None:
+    """How often the first step's answer covers the dataset's first intermediate answer
+    (MuSiQue's decomposition), and how often the final answer is right on those questions:
+    the diagnosis that splits a loop's loss between its first hop and the rest. None for
+    rows without steps (single-step) or datasets without a decomposition."""
+    right = final_given_right = counted = 0
+    for line in lines:
+        record, trace = records.get(line["id"]), line.get("trace") or {}
+        steps = trace.get("steps") or trace.get("hops")
+        if record is None or not record.decomposition or not steps:
+            continue
+        counted += 1
+        if cover_em(steps[0].get("answer") or "", record.decomposition[0].answers):
+            right += 1
+            final_given_right += int(line["metrics"]["cover_em"] > 0)
+    if not counted:
+        return None
+    return {"n": counted, "right": right, "final_right_when_first_hop_right": final_given_right}
 
 
 def result_row(planned: Planned, lines: list[dict[str, Any]], config: Config) -> dict[str, Any]:
@@ -581,7 +603,9 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
             pending.append(_plan_entry(planned))
             continue
         row_lines[len(rows)] = lines
-        rows.append(result_row(planned, lines, configs[planned.model]))
+        row = result_row(planned, lines, configs[planned.model])
+        row["first_hop"] = first_hop(lines, {r.id: r for r in records[planned.dataset]})
+        rows.append(row)
     attach_comparisons(rows, row_lines, best_loops[0] if best_loops else None)
 
     command = " ".join(
