@@ -129,9 +129,9 @@ def rag_components(
 def create_rag_agent(
     llm: BaseChatModel | None = None,
     *,
-    loop: str = "self_ask",
-    retrieval: str = "sunar",
-    mer: bool = True,
+    loop: str = "plan_execute",
+    retrieval: str = "first_stage",
+    mer: bool = False,
     embeddings: Any = None,
     vectorstore: Any = None,
     retriever: Any = None,
@@ -152,9 +152,13 @@ def create_rag_agent(
     max_steps: int | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """A compiled LangGraph graph that answers ``{"question": ...}`` with ``loop``
-    (``self_ask`` | ``react`` | ``searchain`` | ``ircot`` | ``cot`` | ``single_step`` |
-    ``no_retrieval``) over ``retrieval`` (``none`` | ``first_stage`` | ``rerank`` | ``nar`` |
-    ``sunar``), finishing with MER when ``mer``.
+    (``plan_execute`` | ``self_ask`` | ``react`` | ``searchain`` | ``ircot`` | ``cot`` |
+    ``single_step`` | ``no_retrieval``) over ``retrieval`` (``none`` | ``first_stage`` |
+    ``rerank`` | ``nar`` | ``sunar``), finishing with MER when ``mer``.
+
+    The defaults are the end-to-end benchmark's best loop (plan-and-execute, first-stage
+    retrieval, no MER: :data:`~.integrations.core.DEFAULT_GRAPH`); the paper's full SUNAR is
+    ``loop="self_ask", retrieval="sunar", mer=True``.
 
     The state it returns has ``answer`` and ``trace`` (the JSON trace). It works with
     ``invoke`` / ``ainvoke`` / ``stream`` / ``astream``, any checkpointer

@@ -37,7 +37,16 @@ def lean_store(size: int = 64) -> tuple[DeterministicFakeEmbedding, InMemoryVect
     return embeddings, store
 
 
+#: The paper's full SUNAR for ``create_rag_agent`` (its defaults are plan-and-execute).
+SUNAR = {"loop": "self_ask", "retrieval": "sunar", "mer": True}
+
 LOOP_SCRIPTS: dict[str, Callable[[], Script]] = {
+    "plan_execute": lambda: Script(
+        plan="1. Who directed Spirited Away?\n2. In which country was #1 born?",
+        answer=["Hayao Miyazaki", "Japan"],
+        asu="Hayao Miyazaki",
+        mer=MER,
+    ),
     "self_ask": lambda: Script(
         self_ask=["Follow up: Who directed Spirited Away?", "So the final answer is: Japan"],
         answer="Hayao Miyazaki",

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from agent_fakes import Script, ScriptedChat
-from dropin_fakes import LOOP_SCRIPTS, MER, lean_store
+from dropin_fakes import LOOP_SCRIPTS, MER, SUNAR, lean_store
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -103,7 +103,7 @@ def test_agent_invoke_stream_ainvoke_checkpointer_and_configurable() -> None:
     _, store = lean_store()
     chat = ScriptedChat(script=LOOP_SCRIPTS["self_ask"]())
     agent = rca.create_rag_agent(
-        chat, vectorstore=store, checkpointer=InMemorySaver(), b=2, c=4, m=2, max_steps=3
+        chat, vectorstore=store, checkpointer=InMemorySaver(), b=2, c=4, m=2, max_steps=3, **SUNAR
     )
     thread = {"configurable": {"thread_id": "t1", "retrieval": "nar", "mer": False}}
     out = agent.invoke({"question": Q}, thread)
@@ -240,9 +240,9 @@ def test_self_ask_steps_and_sub_answers_use_structured_output() -> None:
 
     chat = ToolCallingChat(script=Script(asu="Hayao Miyazaki", mer=MER), tool_args=args)
     _, store = lean_store()
-    out = rca.create_rag_agent(chat, vectorstore=store, retrieval="nar", mer=False).invoke(
-        {"question": Q}
-    )
+    out = rca.create_rag_agent(
+        chat, loop="self_ask", vectorstore=store, retrieval="nar", mer=False
+    ).invoke({"question": Q})
     trace = out["trace"]
     assert out["answer"] == "Japan" and trace["stop_reason"] == "final_answer"
     assert trace["reasoning_path"] == [["Who directed Spirited Away?", "Hayao Miyazaki"]]
@@ -257,7 +257,7 @@ def test_structured_output_failure_falls_back_to_text_once_and_says_so() -> None
 
     chat = ToolCallingChat(script=LOOP_SCRIPTS["self_ask"](), tool_args=broken)
     _, store = lean_store()
-    agent = rca.create_rag_agent(chat, vectorstore=store, retrieval="nar", mer=False)
+    agent = rca.create_rag_agent(chat, loop="self_ask", vectorstore=store, retrieval="nar")
     trace = agent.invoke({"question": Q})["trace"]
     kinds = [c["kind"] for c in chat.calls]
     assert kinds[0] == "structured" and kinds.count("structured") == 1  # then text only
@@ -271,7 +271,8 @@ def test_structured_output_failure_falls_back_to_text_once_and_says_so() -> None
 def test_models_without_kv_cache_sampling_say_so_in_the_trace() -> None:
     _, store = lean_store()
     chat = ScriptedChat(script=LOOP_SCRIPTS["self_ask"]())
-    trace = rca.create_rag_agent(chat, vectorstore=store, m=2).invoke({"question": Q})["trace"]
+    agent = rca.create_rag_agent(chat, vectorstore=store, m=2, **SUNAR)
+    trace = agent.invoke({"question": Q})["trace"]
     assert (
         "structured output: text + parse-and-repair (ScriptedChat has no structured output)"
         in (trace["notes"])
@@ -281,6 +282,7 @@ def test_models_without_kv_cache_sampling_say_so_in_the_trace() -> None:
         ToolCallingChat(script=LOOP_SCRIPTS["self_ask"]()),
         vectorstore=store,
         config=rca.Config(agents={"structured_output": "off"}),
+        **SUNAR,
     )
     assert "'off'" in off.invoke({"question": Q})["trace"]["notes"][0]
 
@@ -311,7 +313,7 @@ def test_readme_first_example_uses_top_level_imports_and_runs() -> None:
     imports = re.findall(r"^(?:from|import) (\S+)", code, re.MULTILINE)
     ours = [name for name in imports if name.startswith("rag_complexity_agents")]
     assert ours == ["rag_complexity_agents"], imports
-    chat = ScriptedChat(script=LOOP_SCRIPTS["self_ask"]())
+    chat = ScriptedChat(script=LOOP_SCRIPTS["plan_execute"]())
     namespace: dict[str, Any] = {"chat_model": chat}
     exec(compile(code, "README.md", "exec"), namespace)
     assert namespace["result"]["answer"] == "Japan"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from agent_fakes import ScriptedChat
-from dropin_fakes import LOOP_SCRIPTS, TEXTS
+from dropin_fakes import LOOP_SCRIPTS, SUNAR, TEXTS
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
@@ -90,7 +90,7 @@ def test_chat_ollama_with_in_memory_store(smol: Any, embeddings: Any) -> None:
     store.add_documents(demo_documents())
     with serve(smol) as server:
         chat = ChatOllama(model="smollm2", base_url=server.url, num_predict=24, temperature=0)
-        agent = create_rag_agent(chat, vectorstore=store, b=2, c=2, m=2, l=2, max_steps=1)
+        agent = create_rag_agent(chat, vectorstore=store, b=2, c=2, m=2, l=2, max_steps=1, **SUNAR)
         state = agent.invoke({"question": Q})
         sent = [r for r in server.requests if r["path"] == "/api/chat"]
     trace = state["trace"]
@@ -123,7 +123,16 @@ def chroma_store(embeddings: Any, tmp_path: Path) -> Iterator[Any]:
 def test_packaged_model_as_a_plain_chat_model_with_chroma(smol: Any, chroma_store: Any) -> None:
     chat = PlainChat(inner=smol)
     agent = create_rag_agent(
-        chat, loop="react", vectorstore=chroma_store, b=2, c=2, m=2, l=2, max_steps=1
+        chat,
+        loop="react",
+        retrieval="sunar",
+        mer=True,
+        vectorstore=chroma_store,
+        b=2,
+        c=2,
+        m=2,
+        l=2,
+        max_steps=1,
     )
     trace = agent.invoke({"question": Q})["trace"]
     assert trace["loop"] == "react" and trace["llm_calls"] >= 1
@@ -163,7 +172,7 @@ def test_llamaindex_vector_store_index(embeddings: Any) -> None:
     nodes = [TextNode(id_=f"n{i}", text=d.page_content) for i, d in enumerate(demo_documents())]
     index = VectorStoreIndex(nodes, embed_model=embed_model)
     chat = ScriptedChat(script=LOOP_SCRIPTS["self_ask"]())
-    state = create_rag_agent(chat, index=index, b=2, c=4, m=2).invoke({"question": Q})
+    state = create_rag_agent(chat, index=index, b=2, c=4, m=2, **SUNAR).invoke({"question": Q})
     assert state["answer"] == "Japan" and state["trace"]["retrieval"] == "sunar"
     retriever = SunarLlamaIndexRetriever.from_defaults(llm=chat, index=index, k=2, b=2, c=4, m=2)
     found = retriever.retrieve("Who directed Spirited Away?")

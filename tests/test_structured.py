@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from agent_fakes import Script, ScriptedChat
-from dropin_fakes import LOOP_SCRIPTS, lean_store
+from dropin_fakes import LOOP_SCRIPTS, SUNAR, lean_store
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableLambda
 from pydantic import BaseModel, ValidationError
@@ -151,14 +151,16 @@ def test_text_fallback_counts_each_unreadable_reply_and_the_run_result_exposes_t
         "So the final answer is: Japan",
     ]
     _, store = lean_store()
-    agent = rca.create_rag_agent(ScriptedChat(script=script), vectorstore=store, mer=False)
+    agent = rca.create_rag_agent(ScriptedChat(script=script), loop="self_ask", vectorstore=store)
     result = run_graph(agent, Q, options={"retrieval": "nar"})
     trace = result.trace
     assert result.answer == "Japan" and trace["format_errors"] == 1
     assert trace["format_failures"] == 1 == result.format_failures
     assert trace["format_failures_by_step"] == {"decompose": 1}
     clean = run_graph(
-        rca.create_rag_agent(ScriptedChat(script=LOOP_SCRIPTS["self_ask"]()), vectorstore=store),
+        rca.create_rag_agent(
+            ScriptedChat(script=LOOP_SCRIPTS["self_ask"]()), vectorstore=store, **SUNAR
+        ),
         Q,
         options={"retrieval": "nar"},
     )
@@ -171,7 +173,7 @@ def test_an_invalid_structured_reply_is_a_failure_and_the_step_falls_back_to_tex
         objects=objects_from({"SelfAskMove": [{"kind": "maybe", "text": "?"}]}),
     )
     _, store = lean_store()
-    agent = rca.create_rag_agent(chat, vectorstore=store, retrieval="nar", mer=False)
+    agent = rca.create_rag_agent(chat, loop="self_ask", vectorstore=store, retrieval="nar")
     trace = agent.invoke({"question": Q})["trace"]
     assert chat.asked == ["SelfAskMove"]  # then text only (the context stops asking)
     assert trace["answer"] == "Japan"

@@ -14,7 +14,8 @@
   provenance (``first_stage`` / ``neighbour`` / ``backfill``), the chunk's ``doc_id`` and
   title, score, rank, NAR batch, the document whose neighbours brought it in, and the ASU
   clusters of its batch when ASU ran.
-* :func:`resolve_graph` builds a preset or loop graph by name (or passes a compiled graph).
+* :func:`resolve_graph` builds a preset or loop graph by name (or passes a compiled graph);
+  :data:`DEFAULT_GRAPH` is the one the adapters build when none is named.
 """
 
 from __future__ import annotations
@@ -172,6 +173,14 @@ def doc_metadata(
     if trace:
         meta.update(asu_of(doc, trace))
     return meta
+
+
+#: The graph the adapters build when none is named: the best loop of the end-to-end benchmark
+#: (``benchmarks/results/end_to_end.md``). Plan-and-execute with first-stage retrieval and no
+#: MER beat single-step on 2Wiki compositional with the packaged 1.5B model at about 3 LLM
+#: calls a question; Self-Ask + SUNAR scored below single-step on MuSiQue with the 0.5B at
+#: about 9, and MER broke its format on most dev questions.
+DEFAULT_GRAPH = "plan_execute"
 
 
 def resolve_graph(

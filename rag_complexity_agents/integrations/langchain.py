@@ -40,6 +40,7 @@ from ..config import Config
 from ..errors import ConfigError, InputError
 from ..types import ScoredDoc
 from .core import (
+    DEFAULT_GRAPH,
     STRATEGIES,
     RetrievalAdapter,
     check_k,
@@ -175,7 +176,7 @@ def _question(value: Any) -> str:
 
 
 def as_runnable(
-    graph: Any = "self_ask_sunar_mer",
+    graph: Any = DEFAULT_GRAPH,
     config: Config | None = None,
     *,
     components: Components | None = None,
@@ -221,7 +222,7 @@ TOOL_DESCRIPTION = (
 
 
 def as_tool(
-    graph: Any = "self_ask_sunar_mer",
+    graph: Any = DEFAULT_GRAPH,
     config: Config | None = None,
     *,
     components: Components | None = None,

@@ -47,7 +47,15 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from ..components import Components
 from ..config import Config
 from ..types import RunResult, ScoredDoc
-from .core import RetrievalAdapter, Strategy, check_k, doc_metadata, make_components, resolve_graph
+from .core import (
+    DEFAULT_GRAPH,
+    RetrievalAdapter,
+    Strategy,
+    check_k,
+    doc_metadata,
+    make_components,
+    resolve_graph,
+)
 
 
 def to_node(
@@ -172,7 +180,7 @@ class RCAQueryEngine(CustomQueryEngine):
     @classmethod
     def from_defaults(
         cls,
-        graph: Any = "self_ask_sunar_mer",
+        graph: Any = DEFAULT_GRAPH,
         config: Config | None = None,
         *,
         collection: str | None = None,
