@@ -12,9 +12,10 @@ Part (ii), routing: a mixed sample of ``--per-side`` single-hop questions (SQuAD
 its gold paragraph; one question per article, evenly spaced) and ``--per-side`` multi-hop
 questions (MuSiQue, 2WikiMultiHopQA, HotpotQA distractor, evenly spaced, a third each). The
 corpus is the pooled paragraphs of the sampled questions. A = ``no_retrieval``, B =
-``single_step``, C = ``--c-strategy`` (default ``self_ask_nar``: Self-Ask + NAR without ASU
-or MER, agents' CPU profile) each run through the evaluation harness over the whole sample
-(resumable run files, on-disk LLM cache). The adaptive and oracle rows are then *computed*
+``single_step``, C = ``--c-strategy`` (default ``plan_execute``, the end-to-end benchmark's
+best loop: sub-questions planned first, first-stage retrieval, no MER; agents' CPU profile)
+each run through the evaluation harness over the whole sample (resumable run files, on-disk
+LLM cache). The adaptive and oracle rows are then *computed*
 from those per-question results, without running anything again:
 
 * adaptive: the classifier (trained on the part-(i) training split only) picks a route per
@@ -64,7 +65,7 @@ from rag_complexity_agents.eval.datasets import (
 )
 from rag_complexity_agents.eval.harness import evaluate, open_llm_cache
 from rag_complexity_agents.eval.runner import read_run
-from rag_complexity_agents.eval.strategies import EvalComponents
+from rag_complexity_agents.eval.strategies import AGENT_STRATEGIES, EvalComponents
 
 SINGLE_HOP_FILES = {"squad": "squad", "nq_open": "nq_open", "triviaqa": "triviaqa"}
 MULTI_HOP_FILES = {
@@ -308,7 +309,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--data", default=str(REPO / ".." / "shared" / "data"))
     parser.add_argument("--model", default="llamacpp:qwen2.5-0.5b", help="chat model spec")
     parser.add_argument("--per-side", type=int, default=30, help="single-hop (= multi-hop) n")
-    parser.add_argument("--c-strategy", default="self_ask_nar", help="harness strategy for C")
+    parser.add_argument("--c-strategy", default="plan_execute", help="harness strategy for C")
     parser.add_argument("--clf-per-dataset", type=int, default=150)
     parser.add_argument("--test-share", type=float, default=0.3)
     parser.add_argument("--llm-test", type=int, default=60, help="test questions for the LLM")
@@ -672,9 +673,9 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
             + ", ".join(f"{d} {n}" for d, n in sample["datasets"].items())
             + "; corpus = their pooled paragraphs "
             f"({result['corpus']['distinct_paragraphs']} distinct). A = `{strategies['A']}`, "
-            f"B = `{strategies['B']}`, **C = `{strategies['C']}` (Self-Ask + NAR, no ASU, no "
-            f"MER; agents' CPU profile: {settings})**, the cheaper multi-step configuration "
-            "allowed by the issue.",
+            f"B = `{strategies['B']}`, **C = `{strategies['C']}` "
+            f"({AGENT_STRATEGIES.get(strategies['C'], strategies['C'])}; agents' CPU profile: "
+            f"{settings})**.",
             "",
             *(
                 [
