@@ -127,9 +127,11 @@ def matrices(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     out: dict[str, Any] = {"dr_edges": edges, "dataset_questions": len(all_dr)}
     per_row: dict[str, Any] = {}
     not_run: list[str] = []
+    order = [r.id for r in load_records(dataset)]
     for planned, run in plan_rows(args):
         name = row_name(planned.strategy, planned.model, args.model)
-        rows = read_run(run) if run.is_file() else []
+        wanted = set(order[: planned.limit])  # a run file may hold more (an earlier, larger plan)
+        rows = [r for r in read_run(run) if r["id"] in wanted] if run.is_file() else []
         inputs = difficulty_items(
             rows,
             supports,
