@@ -255,6 +255,29 @@ def test_plan_execute_copied_exemplar_plan_is_not_used(parts: Components) -> Non
     assert result.answer == "Tokyo"
 
 
+@pytest.mark.parametrize(
+    "bad_plan",
+    ["1. Where did #1 study?\n2. Who directed Spirited Away?", "1. Who directed #2?\n2. Where?"],
+)
+def test_plan_execute_plan_referring_forward_is_retried(parts: Components, bad_plan: str) -> None:
+    script = Script(plan=[bad_plan, PLAN], answer=["Hayao Miyazaki", "Tokyo"])
+    result, chat = run(parts, "plan_execute", script)
+    retry = [c["human"] for c in chat.calls if c["kind"] == "plan"][1]
+    assert "#k may only stand for the answer of an earlier question" in retry
+    assert [s["sub_question"] for s in result.trace["steps"]] == [
+        "Who directed Spirited Away?",
+        "Where was Hayao Miyazaki born?",
+    ]
+    assert result.answer == "Tokyo" and result.trace["format_errors"] == 1
+
+
+def test_plan_execute_plan_referring_forward_twice_falls_back(parts: Components) -> None:
+    bad_plan = "1. Where did #1 study?"
+    result, chat = run(parts, "plan_execute", Script(plan=[bad_plan, bad_plan], answer="Japan"))
+    assert chat.kinds().count("plan") == 2
+    assert [s["sub_question"] for s in result.trace["steps"]] == [Q] and result.answer == "Japan"
+
+
 def test_plan_execute_unknown_last_answer_asks_from_the_path(parts: Components) -> None:
     script = Script(plan=PLAN, answer=["Hayao Miyazaki", "unknown"], plan_final="Japan")
     result, chat = run(parts, "plan_execute", script)

@@ -15,8 +15,10 @@ answers found so far in place of the ``#k`` (:func:`substitute_answers`) and han
 question to the retrieval node (plain, NAR or SUNAR, as for every loop); ``answer_sub``
 answers it from its top-l passages. The last question's answer is the loop's answer;
 ``conclude`` asks for one from the path only when that answer is empty or "unknown". A plan
-that cannot be read is asked for once more with a format reminder, then the question itself
-becomes the plan (single-step through the loop).
+that cannot be read, or that cannot be run in order because a question refers to its own or a
+later answer ("1. Where did #1 study?"; the 0.5B model writes such plans for about one 2Wiki
+question in six, and none of them was answered right), is asked for once more with a format
+reminder, then the question itself becomes the plan (single-step through the loop).
 
 Why this loop (not in the SUNAR paper, whose loops decide the next sub-question after each
 answer): the small packaged models ask one follow-up and stop, or repeat it, in Self-Ask
@@ -77,6 +79,16 @@ def _copied(questions: Sequence[str], question: str) -> bool:
     )
 
 
+def _refers_forward(questions: Sequence[str]) -> bool:
+    """Whether a planned question refers to its own answer or a later one (``#k`` with k at
+    least its own number), which :func:`substitute_answers` could never fill."""
+    return any(
+        int(k) >= number
+        for number, q in enumerate(questions, start=1)
+        for k in _BACKREF.findall(q)
+    )
+
+
 def _next(state: AgentState, ctx: AgentContext) -> Update:
     """Hand the next planned question (answers in place of ``#k``) to retrieval; once the
     plan is done, its last answer is the loop's answer."""
@@ -113,7 +125,7 @@ def _plan_messages(state: AgentState, ctx: AgentContext) -> list[tuple[str, str]
 
 def _start(state: AgentState, ctx: AgentContext, reply: ChatReply, questions: list[str]) -> Update:
     update: Update = {"plan_rounds": state.get("plan_rounds", 0) + 1}
-    if _copied(questions, state["question"]):
+    if _copied(questions, state["question"]) or _refers_forward(questions):
         questions = []
     if not questions:
         errors = state.get("format_errors", 0) + 1

@@ -19,6 +19,11 @@ FINAL_SYSTEM = (
     "with the answer only: a name, date, number or short phrase, with no explanation."
 )
 
+FORMAT_HINT = (
+    "One simple question per line, each starting with its number; #k may only stand for the "
+    "answer of an earlier question k."
+)
+
 STOP = ["\n\n", "Question:"]
 
 EXEMPLARS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -57,7 +62,7 @@ def messages(
     out = [("system", SYSTEM.format(max_steps=max_steps))]
     for shown, chain in EXEMPLARS[: max(0, exemplars)]:
         out += [("human", f"Question: {shown}"), ("ai", numbered(chain))]
-    hint = "\n(One simple question per line, each starting with its number.)" if format_hint else ""
+    hint = f"\n({FORMAT_HINT})" if format_hint else ""
     out.append(("human", f"Question: {question}{hint}"))
     return out
 
@@ -74,6 +79,7 @@ def final_messages(question: str, path: Sequence[tuple[str, str]]) -> list[tuple
 __all__ = [
     "EXEMPLARS",
     "FINAL_SYSTEM",
+    "FORMAT_HINT",
     "STOP",
     "SYSTEM",
     "exemplar_questions",
