@@ -83,9 +83,7 @@ def _refers_forward(questions: Sequence[str]) -> bool:
     """Whether a planned question refers to its own answer or a later one (``#k`` with k at
     least its own number), which :func:`substitute_answers` could never fill."""
     return any(
-        int(k) >= number
-        for number, q in enumerate(questions, start=1)
-        for k in _BACKREF.findall(q)
+        int(k) >= number for number, q in enumerate(questions, start=1) for k in _BACKREF.findall(q)
     )
 
 
