@@ -15,7 +15,7 @@ setup:
 
 demo: setup
 	$(RCA) index --demo --quiet
-	$(RCA) ask --loop self_ask --retrieval sunar --mer "$(DEMO_QUESTION)"
+	$(RCA) ask --loop plan_execute --retrieval first_stage --no-mer "$(DEMO_QUESTION)"
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -37,8 +37,9 @@ def ask(
         str,
         typer.Option(
             "--loop",
-            help="self_ask (default: Self-Ask + SUNAR + MER) | react | searchain | ircot | cot "
-            "| single_step (plain retrieve-then-answer) | no_retrieval.",
+            help="self_ask (default: Self-Ask + SUNAR + MER) | plan_execute (with "
+            "--retrieval first_stage --no-mer: what `make demo` runs) | react | searchain | "
+            "ircot | cot | single_step (plain retrieve-then-answer) | no_retrieval.",
         ),
     ] = DEFAULT_LOOP,
     retrieval: Annotated[
