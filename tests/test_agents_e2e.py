@@ -2,7 +2,9 @@
 the CPU profile: b = 2, c = 8, m = 3, l = 4, llama.cpp on the free cores), and the Studio
 server.
 
-* the README's main job: ``rca ask "<Makefile DEMO_QUESTION>"`` = Self-Ask + SUNAR + MER;
+* the README's main job, ``make demo``: the Makefile's ``rca ask`` line (plan-and-execute over
+  the first stage) on its DEMO_QUESTION;
+* the CLI default, Self-Ask + SUNAR + MER, on the same question (every paper part, really run);
 * ReAct + NAR on a two-hop demo question;
 * ``langgraph dev`` on a free port with the offline settings: list the assistants over HTTP,
   run the Self-Ask + SUNAR graph to completion through the API (SmolLM2 and tiny knobs via
@@ -52,22 +54,60 @@ def _demo_question() -> str:
     return match.group(1).strip()
 
 
+def _demo_ask_options() -> list[str]:
+    """The options of the Makefile's ``rca ask`` line (``make demo``)."""
+    match = re.search(
+        r'^\t\$\(RCA\) ask (.*) "\$\(DEMO_QUESTION\)"$', (ROOT / "Makefile").read_text(), re.M
+    )
+    assert match, "make demo runs rca ask on DEMO_QUESTION"
+    return match.group(1).split()
+
+
+def _ask_json(args: list[str]) -> tuple[str, dict[str, Any]]:
+    started = time.perf_counter()
+    result = CliRunner().invoke(app, ["ask", *args, "--json"])
+    seconds = time.perf_counter() - started
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output[result.output.index("{") :])
+    trace = payload["trace"]
+    print(
+        f"\n{trace['loop']}: {payload['answer']!r} in {seconds:.1f} s; {trace['llm_calls']} calls"
+    )
+    return payload["answer"], trace
+
+
+def _right(question: str, answer: str) -> bool:
+    golds = next(
+        (q["answers"] for q in load_demo_questions() if q["question"] == question), ["Japan"]
+    )
+    return any(normalize_answer(gold) in normalize_answer(answer) for gold in golds)
+
+
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return demo_home(tmp_path_factory.getbasetemp())
 
 
-def test_main_job_self_ask_sunar_mer(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_main_job_make_demo(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _needs_model("qwen2.5-0.5b")
     monkeypatch.setenv("RCA_CORPUS__HOME", str(home))
     question = _demo_question()
-    started = time.perf_counter()
-    result = CliRunner().invoke(app, ["ask", question, "--json"])
-    seconds = time.perf_counter() - started
-    assert result.exit_code == 0, result.output
-    payload = json.loads(result.output[result.output.index("{") :])
-    answer, trace = payload["answer"], payload["trace"]
-    print(f"\nmain job: {answer!r} in {seconds:.1f} s; {trace['llm_calls']} LLM calls")
+    answer, trace = _ask_json([*_demo_ask_options(), question])
+    assert (trace["loop"], trace["retrieval"], trace["mer_enabled"]) == (
+        "plan_execute",
+        "first_stage",
+        False,
+    )
+    assert trace["steps"] and all(s["retrieval"]["evidence"] for s in trace["steps"])
+    assert trace["format_failures"] == 0 and trace["stop_reason"] == "final_answer"
+    assert _right(question, answer), trace
+
+
+def test_cli_default_self_ask_sunar_mer(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _needs_model("qwen2.5-0.5b")
+    monkeypatch.setenv("RCA_CORPUS__HOME", str(home))
+    question = _demo_question()
+    answer, trace = _ask_json([question])
     assert (trace["loop"], trace["retrieval"], trace["mer_enabled"]) == ("self_ask", "sunar", True)
     # sub-questions with their retrieval
     assert trace["sub_questions"] and all(s["retrieval"]["rounds"] for s in trace["steps"])
@@ -86,10 +126,7 @@ def test_main_job_self_ask_sunar_mer(home: Path, monkeypatch: pytest.MonkeyPatch
     # MER over the reasoning path and the top-l evidence
     mer = trace["mer"]
     assert mer["output"] and 1 <= len(mer["evidence"]) <= 4 and mer["reasoning_path"]
-    golds = next(
-        (q["answers"] for q in load_demo_questions() if q["question"] == question), ["Japan"]
-    )
-    assert any(normalize_answer(gold) in normalize_answer(answer) for gold in golds), payload
+    assert _right(question, answer), trace
 
 
 def test_react_nar_answers_a_two_hop_question(home: Path) -> None:
