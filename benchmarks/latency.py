@@ -33,11 +33,11 @@ per preset; no rates, floors, cold runs or cold-start profile; writes
   ``python -X importtime``.
 
 Targets (met / missed in the results): warm <= 1.3 x floor for every preset; the demo preset
-(``plan_execute``, what ``make demo`` runs) warm <= 15 s and cold <= 25 s on the demo question; ``single_step``
-warm <= 4 s. Absolute times only mean something on an idle machine: the results state the load
-average and the other processes' CPU use (:class:`OtherLoad`, the benchmark's own excluded)
-and call the run non-idle when the load average before it or the others' use during it was
-above ``IDLE_LOAD``.
+(``plan_execute``, what ``make demo`` runs) warm <= 15 s and cold <= 25 s on the demo
+question; ``single_step`` warm <= 4 s. Absolute times only mean something on an idle
+machine: the results state the load average and the other processes' CPU use
+(:class:`OtherLoad`, the benchmark's own excluded) and call the run non-idle when the load
+average before it or the others' use during it was above ``IDLE_LOAD``.
 
 Writes ``benchmarks/results/latency.json`` and ``benchmarks/results/latency.md``.
 """
@@ -665,8 +665,12 @@ def main(argv: list[str] | None = None) -> None:
         # busy cores of other processes per part of the run (the benchmark's own excluded)
         "other_load": others.parts,
         "idle": idle(loads[0], others.peak()),
-        "prefill_tok_s": statistics.median(r["prefill_tok_s"] for r in rates) if rates else None,
-        "decode_tok_s": statistics.median(r["decode_tok_s"] for r in rates) if rates else None,
+        "prefill_tok_s": round(statistics.median(r["prefill_tok_s"] for r in rates), 1)
+        if rates
+        else None,
+        "decode_tok_s": round(statistics.median(r["decode_tok_s"] for r in rates), 1)
+        if rates
+        else None,
         "rates": rates,
         "summary": summary,
         "targets": [] if args.tokens_only else targets(summary),
