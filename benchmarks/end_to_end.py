@@ -20,8 +20,8 @@ The plan (issue 20), one row per (dataset, strategy, model):
   MER;
 * peer rows, n = 50: LlamaIndex ``SubQuestionQueryEngine`` and LangGraph's
   ``create_react_agent`` over the same first stage and model;
-* strong-model rows, n = 50: single-step and the best loop(s) with ``--strong-model``
-  (the optional packaged Qwen2.5-Coder-1.5B).
+* strong-model rows, n = 50: single-step, the best loop(s) and both ceilings with
+  ``--strong-model`` (the optional packaged Qwen2.5-Coder-1.5B).
 
 Every row is one resumable run file of the harness (``<runs-dir>/<model>/<dataset>__<strategy>
 __<fingerprint>.jsonl``), so the command can be stopped at any time and rerun to continue;
@@ -30,6 +30,10 @@ choose the rows to *run*; the results always cover every row of the plan that ha
 file, so each call rewrites ``benchmarks/results/end_to_end.json`` and ``.md`` with
 everything finished so far. ``--report-only`` runs nothing (rebuild the tables from the run
 files at any time). ``benchmarks/run_end_to_end.sh`` runs the whole plan in order.
+A row whose run file is gone (a new machine, a cleared cache) is carried over from the
+previous ``--out`` file when that row was computed from a run file of the same name, i.e. the
+same model, dataset, strategy and configuration fingerprint; the markdown marks it, and paired
+intervals against it are left empty until it is rerun, since they need its per-question lines.
 
 Each row carries cover-EM / EM / F1 with bootstrap 95% intervals, ``vs_single_step`` (the
 cover-EM difference to single-step of the same model on the same questions, with a paired
@@ -165,7 +169,8 @@ def build_plan(
         ("peer", model, PEERS),
     ]
     if strong_model:
-        by_role.insert(2, ("strong", strong_model, ["single_step", *best_loops]))
+        strong = ["single_step", "gold_evidence", *best_loops, "gold_decomposition"]
+        by_role.insert(2, ("strong", strong_model, strong))
     plan = []
     for role, spec, strategies in sorted(by_role, key=lambda item: ROLE_ORDER.index(item[0])):
         for strategy in dict.fromkeys(strategies):
@@ -317,7 +322,8 @@ def result_row(planned: Planned, lines: list[dict[str, Any]], config: Config) ->
 def attach_comparisons(
     rows: list[dict[str, Any]], lines: dict[int, list[dict[str, Any]]], best_loop: str | None
 ) -> None:
-    """Add ``vs_single_step`` (every row) and ``vs_best_loop`` (rows other than it)."""
+    """Add ``vs_single_step`` (every row) and ``vs_best_loop`` (rows other than it) to the
+    rows that have per-question ``lines``; carried-over rows (no lines) keep their own."""
 
     def baseline(row: dict[str, Any], strategy: str) -> list[dict[str, Any]] | None:
         for index, other in enumerate(rows):
@@ -326,10 +332,12 @@ def attach_comparisons(
                 row["model"],
                 strategy,
             ):
-                return lines[index]
+                return lines.get(index)
         return None
 
     for index, row in enumerate(rows):
+        if index not in lines:
+            continue
         row["vs_single_step"] = paired(lines[index], baseline(row, "single_step"))
         if best_loop and row["strategy"] != best_loop:
             row["vs_best_loop"] = paired(lines[index], baseline(row, best_loop))
@@ -384,6 +392,7 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
     ]
     for row in result["rows"]:
         n = f"{row['n']}" + ("" if row["n"] >= row["planned_n"] else f" of {row['planned_n']}")
+        n += "†" if row.get("carried_over") else ""
         lines.append(
             f"| {row['dataset']} | {row['role']} | {row['label']} | "
             f"{_short_model(row['model'])} | {n} | "
@@ -411,6 +420,17 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         "failures: replies that broke the structured format (from the traces; 0 where a "
         "strategy does not report them). Breaks: questions on which a peer framework raised "
         "on the model's output (counted as wrong); errors: other failed questions.",
+        *(
+            [
+                "",
+                "† Carried over from the previous results file: this row's run file (same "
+                "model, dataset, strategy and configuration fingerprint) is not on the machine "
+                "that wrote this table, so its figures are as last computed and a paired "
+                "interval against it stays empty until it is rerun.",
+            ]
+            if any(row.get("carried_over") for row in result["rows"])
+            else []
+        ),
         "",
         ANALYSIS_START,
         analysis.strip() or "_Analysis pending: written after the full run._",
@@ -521,6 +541,15 @@ def run_file(args: argparse.Namespace, config: Config, planned: Planned) -> Path
     return runs_dir / slug / f"{planned.dataset}__{planned.strategy}__{fingerprint}.jsonl"
 
 
+def previous_rows(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """The rows of an earlier results file by (run file, role): what a row whose run file is
+    gone carries over. Rows without a ``run`` name (older files) are not carried."""
+    if not path.is_file():
+        return {}
+    rows = json.loads(path.read_text(encoding="utf-8")).get("rows", [])
+    return {(row["run"], row["role"]): row for row in rows if row.get("run")}
+
+
 def _plan_entry(planned: Planned) -> dict[str, Any]:
     return {
         "dataset": planned.dataset,
@@ -589,6 +618,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
                 failed.append(f"{planned.dataset} × {planned.strategy} × {spec}")
         del parts  # one model's weights and index at a time
 
+    earlier = previous_rows(Path(args.out))
     rows: list[dict[str, Any]] = []
     row_lines: dict[int, list[dict[str, Any]]] = {}
     pending: list[dict[str, Any]] = []
@@ -597,15 +627,20 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
             pending.append(_plan_entry(planned))
             continue
         out = run_file(args, configs[planned.model], planned)
+        run_name = f"{out.parent.name}/{out.name}"
         wanted = {r.id for r in records[planned.dataset][: planned.limit]}
         lines = [line for line in read_run(out) if line["id"] in wanted] if out.is_file() else []
         if not lines:
-            pending.append(_plan_entry(planned))
+            kept = earlier.get((run_name, planned.role))
+            if kept is not None and kept["planned_n"] == planned.limit:
+                rows.append({**kept, "carried_over": True})
+            else:
+                pending.append(_plan_entry(planned))
             continue
         row_lines[len(rows)] = lines
         row = result_row(planned, lines, configs[planned.model])
         row["first_hop"] = first_hop(lines, {r.id: r for r in records[planned.dataset]})
-        rows.append(row)
+        rows.append({**row, "run": run_name})
     attach_comparisons(rows, row_lines, best_loops[0] if best_loops else None)
 
     command = " ".join(

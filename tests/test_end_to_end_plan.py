@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,13 @@ def test_plan_orders_roles_and_gives_each_its_model_and_size(e2e: Any) -> None:
     assert (main.model, main.limit) == ("m-small", 134)
     strong = by_key[("strong", "loop_x", "2wikimultihopqa_compositional")]
     assert (strong.model, strong.limit) == ("m-big", 50)
+    # the strong model gets both ceilings too, so its loop's loss can be located
+    assert [p.strategy for p in plan if p.role == "strong" and p.dataset == "musique"] == [
+        "single_step",
+        "gold_evidence",
+        "loop_x",
+        "gold_decomposition",
+    ]
     assert {p.strategy for p in plan if p.role == "ceiling"} == {
         "gold_evidence",
         "gold_decomposition",
@@ -96,3 +104,59 @@ def test_comparisons_pair_rows_of_the_same_dataset_and_model(e2e: Any) -> None:
         "ci_high": None,
         "n": 0,
     }
+
+
+def test_rows_without_lines_keep_their_comparisons(e2e: Any) -> None:
+    carried = {"delta": 0.1, "ci_low": -0.1, "ci_high": 0.3, "n": 4, "metric": "cover_em"}
+    rows = [
+        {"dataset": "d", "model": "m", "strategy": "single_step", "vs_single_step": carried},
+        {"dataset": "d", "model": "m", "strategy": "loop"},
+    ]
+    e2e.attach_comparisons(rows, {1: _lines([1, 0, 0, 0])}, "loop")
+    assert rows[0]["vs_single_step"] is carried  # no lines: left as it was
+    assert rows[1]["vs_single_step"]["delta"] is None  # its baseline has no lines to pair
+
+
+def test_previous_rows_are_keyed_by_run_file_and_role(e2e: Any, tmp_path: Path) -> None:
+    out = tmp_path / "end_to_end.json"
+    assert e2e.previous_rows(out) == {}
+    row = {"run": "m/musique__loop__abc.jsonl", "role": "main", "n": 3}
+    out.write_text(json.dumps({"rows": [row, {"role": "main", "n": 1}]}), encoding="utf-8")
+    assert e2e.previous_rows(out) == {("m/musique__loop__abc.jsonl", "main"): row}
+
+
+def test_markdown_marks_carried_over_rows(e2e: Any) -> None:
+    empty = {"delta": None, "ci_low": None, "ci_high": None, "n": 0, "metric": "cover_em"}
+    row = {
+        "dataset": "musique",
+        "role": "main",
+        "label": "Single-step",
+        "model": "llamacpp:m",
+        "n": 3,
+        "planned_n": 3,
+        "cover_em": 0.5,
+        "cover_em_ci95": [0.1, 0.9],
+        "vs_single_step": empty,
+        "em": 0.5,
+        "f1": 0.5,
+        "evidence_recall_at_5": None,
+        "llm_calls": 1.0,
+        "seconds_per_question": 1.0,
+        "load_average": None,
+        "format_failures": 0,
+        "breaks": 0,
+        "errors": 0,
+    }
+    result = {
+        "corpus": {"collection": "c", "distinct_paragraphs": 1, "raw_paragraphs": 1},
+        "models": ["llamacpp:m"],
+        "machine": "x",
+        "date": "d",
+        "best_loop": None,
+        "command": "cmd",
+        "pending": [],
+    }
+    fresh = e2e.render_markdown({**result, "rows": [row]}, "")
+    assert "| 3 |" in fresh and "†" not in fresh
+    carried = e2e.render_markdown({**result, "rows": [{**row, "carried_over": True}]}, "")
+    assert "| 3† |" in carried and "† Carried over" in carried
