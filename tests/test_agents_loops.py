@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from agent_fakes import Script, ScriptedChat, demo_config, demo_home
 
+from rag_complexity_agents.agents.plan_execute import is_chain
 from rag_complexity_agents.agents.registry import PRESETS, build_graph, build_preset
 from rag_complexity_agents.agents.retrieve import expand_query
 from rag_complexity_agents.agents.run import arun_graph, astream_graph, run_graph, stream_graph
@@ -284,6 +285,36 @@ def test_plan_execute_unknown_last_answer_asks_from_the_path(parts: Components) 
     final = [c["human"] for c in chat.calls if c["kind"] == "plan_final"]
     assert len(final) == 1 and "- Who directed Spirited Away? Hayao Miyazaki" in final[0]
     assert result.answer == "Japan" and result.trace["answer_source"] == "forced_final"
+
+
+@pytest.mark.parametrize(
+    ("plan", "chain"),
+    [
+        (["Who directed Spirited Away?", "Where was #1 born?"], True),
+        (["Who directed Spirited Away?"], True),
+        (["A?", "B of #1?", "C of #2 and #1?"], True),
+        (["Where was the director of Spirited Away born?", "Who directed Spirited Away?"], False),
+        (["A?", "B of #1?", "C of #1?"], False),  # the answer of question 2 is never used
+    ],
+)
+def test_is_chain(plan: list[str], chain: bool) -> None:
+    assert is_chain(plan) is chain
+
+
+def test_plan_execute_plan_that_is_no_chain_is_concluded_from_all_answers(
+    parts: Components,
+) -> None:
+    # the whole question first, its bridge question after it: the last answer is not the answer
+    reversed_plan = (
+        "1. Where was the director of Spirited Away born?\n2. Who directed Spirited Away?"
+    )
+    script = Script(plan=reversed_plan, answer=["Tokyo", "Hayao Miyazaki"], plan_final="Tokyo")
+    result, chat = run(parts, "plan_execute", script)
+    final = [c["human"] for c in chat.calls if c["kind"] == "plan_final"]
+    assert len(final) == 1
+    assert "- Where was the director of Spirited Away born? Tokyo" in final[0]
+    assert "- Who directed Spirited Away? Hayao Miyazaki" in final[0]
+    assert result.answer == "Tokyo" and result.trace["answer_source"] == "forced_final"
 
 
 def test_plan_execute_plan_is_capped_at_max_steps(parts: Components) -> None:

@@ -13,8 +13,12 @@ numbered list of at most ``agents.max_steps`` simple questions where ``#k`` stan
 answer of question k ("Who directed Jaws?", "Who is the father of #1?"). ``next`` puts the
 answers found so far in place of the ``#k`` (:func:`substitute_answers`) and hands the
 question to the retrieval node (plain, NAR or SUNAR, as for every loop); ``answer_sub``
-answers it from its top-l passages. The last question's answer is the loop's answer;
-``conclude`` asks for one from the path only when that answer is empty or "unknown". A plan
+answers it from its top-l passages. When the plan is a chain (every question but the last
+is used, as ``#k``, by a later one) the last question's answer is the loop's answer; otherwise
+the last question need not be the one that answers the user's (the 1.5B model often asks the
+whole question first and its bridge questions after it), so ``conclude`` answers the question
+from all the (simple question, answer) pairs found. ``conclude`` also runs when the last
+answer is empty or "unknown". A plan
 that cannot be read, or that cannot be run in order because a question refers to its own or a
 later answer ("1. Where did #1 study?"; the 0.5B model writes such plans for about one 2Wiki
 question in six, and none of them was answered right), is asked for once more with a format
@@ -87,15 +91,25 @@ def _refers_forward(questions: Sequence[str]) -> bool:
     )
 
 
+def is_chain(questions: Sequence[str]) -> bool:
+    """Whether every planned question but the last is used (as ``#k``) by a later one, so
+    that the last question's answer is the answer to the whole question."""
+    used = {int(k) for q in questions for k in _BACKREF.findall(q)}
+    return all(number in used for number in range(1, len(questions)))
+
+
 def _next(state: AgentState, ctx: AgentContext) -> Update:
     """Hand the next planned question (answers in place of ``#k``) to retrieval; once the
-    plan is done, its last answer is the loop's answer."""
+    plan is done, the last answer of a chain is the loop's answer (:func:`is_chain`); any
+    other plan is concluded from all its answers."""
     plan = list(state.get("plan") or [])
     steps = steps_of(state)
     if len(steps) >= len(plan):
         last = str(steps[-1].get("answer") or "") if steps else ""
         done: Update = {"stop_reason": "final_answer", "next_node": "conclude"}
-        return {**done, "loop_answer": last, "loop_source": "loop"} if _known(last) else done
+        if _known(last) and is_chain(plan):
+            return {**done, "loop_answer": last, "loop_source": "loop"}
+        return done
     if reason := step_limit(state, ctx):
         return {"stop_reason": reason, "next_node": "conclude"}
     index = len(steps)
@@ -147,6 +161,7 @@ def _forced(state: AgentState, ctx: AgentContext, reply: ChatReply, answer: str)
     update: Update = {}
     if _known(answer):
         update.update(loop_answer=answer, loop_source="forced_final")
+
     if not state.get("stop_reason"):
         update["stop_reason"] = "max_steps"
     return update
@@ -189,4 +204,4 @@ PLAN_EXECUTE = Loop(
 
 build_plan_execute = LoopBuilder(PLAN_EXECUTE)
 
-__all__ = ["LOOP", "PLAN_EXECUTE", "build_plan_execute", "substitute_answers"]
+__all__ = ["LOOP", "PLAN_EXECUTE", "build_plan_execute", "is_chain", "substitute_answers"]
