@@ -18,10 +18,10 @@ is used, as ``#k``, by a later one) the last question's answer is the loop's ans
 the last question need not be the one that answers the user's (the 1.5B model often asks the
 whole question first and its bridge questions after it), so ``conclude`` answers the question
 from all the (simple question, answer) pairs found. ``conclude`` also runs when the last
-answer is empty or "unknown". A plan
-that cannot be read, or that cannot be run in order because a question refers to its own or a
-later answer ("1. Where did #1 study?"; the 0.5B model writes such plans for about one 2Wiki
-question in six, and none of them was answered right), is asked for once more with a format
+answer is empty or "unknown". A plan that cannot be read, or that cannot be run in order
+because a question refers to its own or a later answer ("1. Where did #1 study?"; the 0.5B
+model writes such plans for about one 2Wiki question in six, and none of them was answered
+right), is asked for once more with a format
 reminder, then the question itself becomes the plan (single-step through the loop).
 
 Why this loop (not in the SUNAR paper, whose loops decide the next sub-question after each
@@ -161,7 +161,6 @@ def _forced(state: AgentState, ctx: AgentContext, reply: ChatReply, answer: str)
     update: Update = {}
     if _known(answer):
         update.update(loop_answer=answer, loop_source="forced_final")
-
     if not state.get("stop_reason"):
         update["stop_reason"] = "max_steps"
     return update
