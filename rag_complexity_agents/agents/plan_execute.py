@@ -21,8 +21,8 @@ from all the (simple question, answer) pairs found. ``conclude`` also runs when 
 answer is empty or "unknown". A plan that cannot be read, or that cannot be run in order
 because a question refers to its own or a later answer ("1. Where did #1 study?"; the 0.5B
 model writes such plans for about one 2Wiki question in six, and none of them was answered
-right), is asked for once more with a format
-reminder, then the question itself becomes the plan (single-step through the loop).
+right), is asked for once more with a format reminder, then the question itself becomes the
+plan (single-step through the loop).
 
 Why this loop (not in the SUNAR paper, whose loops decide the next sub-question after each
 answer): the small packaged models ask one follow-up and stop, or repeat it, in Self-Ask
