@@ -385,3 +385,27 @@ def test_fingerprint_leaves_out_the_fields_that_say_they_cannot_change_answers()
     same = run_fingerprint(config, "self_ask", "a.jsonl")
     assert run_fingerprint(neutral, "self_ask", "a.jsonl") == same
     assert run_fingerprint(semantic, "self_ask", "a.jsonl") != same
+
+
+def test_fingerprint_tells_a_profile_knob_set_to_its_default_from_one_left_to_the_profile() -> None:
+    import hashlib
+    import json
+
+    from rag_complexity_agents.config import Config
+    from rag_complexity_agents.eval.harness import run_fingerprint, semantic_settings
+
+    config = Config()
+    # set to the field's default (700): a loop reads 700 characters, not the cpu profile's 400
+    explicit = config.with_overrides({"answer.passage_chars": config.answer.passage_chars})
+    assert semantic_settings(explicit) == semantic_settings(config)
+    assert run_fingerprint(explicit, "plan_execute", "a.jsonl") != run_fingerprint(
+        config, "plan_execute", "a.jsonl"
+    )
+    # a run that sets no profile knob keeps the fingerprint of earlier versions
+    payload = {
+        "strategy": "plan_execute",
+        "dataset": "a.jsonl",
+        "settings": semantic_settings(config),
+    }
+    earlier = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+    assert run_fingerprint(config, "plan_execute", "a.jsonl") == earlier[:12]

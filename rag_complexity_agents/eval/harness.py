@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import Config, answer_neutral_keys
+from ..config import Config, answer_neutral_keys, is_set
 from ..errors import InputError
+from ..profiles import PROFILES
 from .cache import LLMCallCache
 from .datasets import dataset_subset, default_data_dir, load_records, resolve_dataset
 from .runner import RunSummary, run_eval
@@ -43,14 +44,31 @@ def semantic_settings(config: Config, *, uses_retrieval: bool = True) -> dict[st
     return flat
 
 
+def _profile_knobs_set(config: Config) -> list[str]:
+    """The knobs of the config's profile that were set explicitly, which the profile then
+    leaves alone (:func:`~rag_complexity_agents.profiles.apply_profile`)."""
+    profile = PROFILES.get(config.agents.profile, {})
+    return sorted(key for key in profile if is_set(config, key))
+
+
 def run_fingerprint(config: Config, strategy: str, dataset_file: str | Path) -> str:
-    """Short hash of (strategy, dataset file or subset name, answer-relevant settings)."""
+    """Short hash of (strategy, dataset file or subset name, answer-relevant settings).
+
+    The settings are hashed as given, before the profile fills in its knobs; the profile's
+    knobs that were set explicitly are hashed too, since a loop sees a knob's profile value
+    unless it was set (``answer.passage_chars`` left at its default reads 400 characters in a
+    loop of the ``cpu`` profile, set to that same default it reads 700). Runs that set none
+    keep the fingerprint of earlier versions. Code is not in the fingerprint: a run file
+    written before a change of prompts or logic must be moved away to be rerun.
+    """
     uses_retrieval = get_strategy_spec(strategy).uses_retrieval
-    payload = {
+    payload: dict[str, Any] = {
         "strategy": strategy,
         "dataset": Path(dataset_file).name,
         "settings": semantic_settings(config, uses_retrieval=uses_retrieval),
     }
+    if uses_retrieval and (knobs := _profile_knobs_set(config)):
+        payload["profile_knobs_set"] = knobs
     text = json.dumps(payload, sort_keys=True, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
