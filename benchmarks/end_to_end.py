@@ -20,7 +20,7 @@ The plan (issue 20), one row per (dataset, strategy, model):
   MER;
 * peer rows, n = 50: LlamaIndex ``SubQuestionQueryEngine`` and LangGraph's
   ``create_react_agent`` over the same first stage and model;
-* strong-model rows, n = 50: single-step, the best loop(s) and both ceilings with
+* strong-model rows, n = 134 (50 before session 31): single-step, the best loop(s) and both ceilings with
   ``--strong-model`` (the optional packaged Qwen2.5-Coder-1.5B).
 
 Every row is one resumable run file of the harness (``<runs-dir>/<model>/<dataset>__<strategy>
@@ -95,7 +95,7 @@ ROLE_LIMITS: dict[str, int] = {
     "ceiling": 134,
     "ablation": 50,
     "peer": 50,
-    "strong": 50,
+    "strong": 134,
 }
 ROLE_ORDER: tuple[str, ...] = ("main", "ceiling", "strong", "ablation", "peer")
 

@@ -35,7 +35,7 @@ def test_plan_orders_roles_and_gives_each_its_model_and_size(e2e: Any) -> None:
     main = by_key[("main", "loop_x", "musique")]
     assert (main.model, main.limit) == ("m-small", 134)
     strong = by_key[("strong", "loop_x", "2wikimultihopqa_compositional")]
-    assert (strong.model, strong.limit) == ("m-big", 50)
+    assert (strong.model, strong.limit) == ("m-big", 134)
     # the strong model gets both ceilings too, so its loop's loss can be located
     assert [p.strategy for p in plan if p.role == "strong" and p.dataset == "musique"] == [
         "single_step",
