@@ -20,8 +20,8 @@ The plan (issue 20), one row per (dataset, strategy, model):
   MER;
 * peer rows, n = 50: LlamaIndex ``SubQuestionQueryEngine`` and LangGraph's
   ``create_react_agent`` over the same first stage and model;
-* strong-model rows, n = 134 (50 before session 31): single-step, the best loop(s) and both ceilings with
-  ``--strong-model`` (the optional packaged Qwen2.5-Coder-1.5B).
+* strong-model rows, n = 134 (50 before session 31): single-step, the best loop(s) and both
+  ceilings with ``--strong-model`` (the optional packaged Qwen2.5-Coder-1.5B).
 
 Every row is one resumable run file of the harness (``<runs-dir>/<model>/<dataset>__<strategy>
 __<fingerprint>.jsonl``), so the command can be stopped at any time and rerun to continue;
