@@ -18,7 +18,6 @@ CPU_PROFILE: dict[str, Any] = {
     "mer.l": 4,
     "mer.max_tokens": 96,
     "mer.max_evidence_chars": 350,
-    "answer.passage_chars": 400,
     "answer.sub_passages": 3,
 }
 """The ``cpu`` profile: defaults for the paper-sized knobs. A SUNAR run with b = 16, c = 100
@@ -28,6 +27,11 @@ sub-question is answered from (paper profile: 10 for both). This profile keeps M
 answers sub-questions from 3 passages, the setting every published 0.5B end-to-end row was
 measured with: a shorter reader prompt (issue 15: prompt tokens set the CPU time), and on the
 demo question a fourth passage led the 0.5B reader to a wrong title (UCL, not Princeton).
+Each passage keeps the field default of 700 characters, single-step's length. Until session
+31 this profile cut them to 400 for latency. On all 134 questions of each end-to-end set,
+plan-and-execute with 700 scored within one question of 400 with the 0.5B (6 and 8 of 134,
+against 6 and 9) and better with the 1.5B on MuSiQue (20 against 15;
+``benchmarks/results/end_to_end.md``), at about 10% more time per question.
 The profile leaves ``models.n_threads`` unset: llama.cpp then follows the cores other work
 leaves free, call by call (one thread on a busy machine, where all-core llama.cpp was measured
 5–7× slower than one thread; both cores on an idle one, where two threads were measured

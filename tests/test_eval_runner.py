@@ -395,8 +395,8 @@ def test_fingerprint_tells_a_profile_knob_set_to_its_default_from_one_left_to_th
     from rag_complexity_agents.eval.harness import run_fingerprint, semantic_settings
 
     config = Config()
-    # set to the field's default (700): a loop reads 700 characters, not the cpu profile's 400
-    explicit = config.with_overrides({"answer.passage_chars": config.answer.passage_chars})
+    # set to the field's default (the paper's c = 100): a loop uses it, not the cpu profile's 8
+    explicit = config.with_overrides({"nar.c": config.nar.c})
     assert semantic_settings(explicit) == semantic_settings(config)
     assert run_fingerprint(explicit, "plan_execute", "a.jsonl") != run_fingerprint(
         config, "plan_execute", "a.jsonl"

@@ -155,7 +155,7 @@ class AnswerConfig(BaseModel):
         "10); the cpu profile sets 3.",
     )
     passage_chars: int = Field(
-        700, ge=50, description="Each passage is cut to this length (cpu profile: 400)."
+        700, ge=50, description="Each passage is cut to this length (characters)."
     )
 
 

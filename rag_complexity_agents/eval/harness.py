@@ -56,10 +56,10 @@ def run_fingerprint(config: Config, strategy: str, dataset_file: str | Path) -> 
 
     The settings are hashed as given, before the profile fills in its knobs; the profile's
     knobs that were set explicitly are hashed too, since a loop sees a knob's profile value
-    unless it was set (``answer.passage_chars`` left at its default reads 400 characters in a
-    loop of the ``cpu`` profile, set to that same default it reads 700). Runs that set none
-    keep the fingerprint of earlier versions. Code is not in the fingerprint: a run file
-    written before a change of prompts or logic must be moved away to be rerun.
+    unless it was set (``nar.c`` left at its default gives a loop of the ``cpu`` profile a
+    budget of 8, set to that same default 100). Runs that set none keep the fingerprint of
+    earlier versions. Code is not in the fingerprint: a run file written before a change of
+    prompts, logic or profile must be moved away to be rerun.
     """
     uses_retrieval = get_strategy_spec(strategy).uses_retrieval
     payload: dict[str, Any] = {
