@@ -21,7 +21,9 @@ The plan (issue 20), one row per (dataset, strategy, model):
 * peer rows, n = 50: LlamaIndex ``SubQuestionQueryEngine`` and LangGraph's
   ``create_react_agent`` over the same first stage and model;
 * strong-model rows, n = 134 (50 before session 31): single-step, the best loop(s) and both
-  ceilings with ``--strong-model`` (the optional packaged Qwen2.5-Coder-1.5B).
+  ceilings with ``--strong-model`` (the optional packaged Qwen2.5-Coder-1.5B); the peer rows
+  run with it too (role ``peer``, n = 50), so "our loop beats the peers" is measured with the
+  model whose loop beats single-step.
 
 Every row is one resumable run file of the harness (``<runs-dir>/<model>/<dataset>__<strategy>
 __<fingerprint>.jsonl``), so the command can be stopped at any time and rerun to continue;
@@ -171,6 +173,7 @@ def build_plan(
     if strong_model:
         strong = ["single_step", "gold_evidence", *best_loops, "gold_decomposition"]
         by_role.insert(2, ("strong", strong_model, strong))
+        by_role.append(("peer", strong_model, PEERS))
     plan = []
     for role, spec, strategies in sorted(by_role, key=lambda item: ROLE_ORDER.index(item[0])):
         for strategy in dict.fromkeys(strategies):

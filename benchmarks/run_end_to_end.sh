@@ -24,8 +24,9 @@
 #     the paper's loops not named here). Keep the value fixed across sessions
 #   STAGES [all, in this order]: main_single ceiling_evidence no_retrieval
 #     ceiling_decomposition main_loop strong_single strong_best strong_ceiling ablation peers
-#     strong_loop report (strong_best: the first best loop with the strong model;
-#     strong_ceiling: both ceilings with it; strong_loop: the other best loops)
+#     strong_peers strong_loop report (strong_best: the first best loop with the strong model;
+#     strong_ceiling: both ceilings with it; strong_peers: the peer rows with it; strong_loop:
+#     the other best loops)
 #   EXTRA_ARGS [--set agents.stop=evidence]: more end_to_end.py arguments for every stage.
 #     Evidence-driven stopping is what made the loop decompose on the dev questions
 #     (benchmarks/results/decomposition_dev.md: 2+ sub-questions on 19 of 20, evidence R@5 70.0
@@ -40,7 +41,7 @@ NICE=${NICE:-5}
 MODEL=${MODEL:-llamacpp:qwen2.5-0.5b}
 STRONG_MODEL=${STRONG_MODEL-llamacpp:qwen2.5-coder-1.5b}
 BEST_LOOPS=${BEST_LOOPS:-plan_execute}
-STAGES=${STAGES:-main_single ceiling_evidence no_retrieval ceiling_decomposition main_loop strong_single strong_best strong_ceiling ablation peers strong_loop report}
+STAGES=${STAGES:-main_single ceiling_evidence no_retrieval ceiling_decomposition main_loop strong_single strong_best strong_ceiling ablation peers strong_peers strong_loop report}
 LOG=${LOG:-$HOME/.cache/rag_complexity_agents/benchmarks/end_to_end.log}
 read -r -a EXTRA <<<"${EXTRA_ARGS---set agents.stop=evidence}"
 
@@ -76,7 +77,8 @@ for name in $STAGES; do
     strong_best) [ -n "$STRONG_MODEL" ] && stage "$name" --roles strong --strategies "${BEST_LOOPS%%,*}" ;;
     strong_ceiling) [ -n "$STRONG_MODEL" ] && stage "$name" --roles strong --strategies gold_evidence,gold_decomposition ;;
     ablation) stage "$name" --roles ablation ;;
-    peers) stage "$name" --roles peer ;;
+    peers) stage "$name" --roles peer --models "$MODEL" ;;
+    strong_peers) [ -n "$STRONG_MODEL" ] && stage "$name" --roles peer --models "$STRONG_MODEL" ;;
     strong_loop) [ -n "$STRONG_MODEL" ] && stage "$name" --roles strong --strategies "$BEST_LOOPS" ;;
     report) stage "$name" --report-only ;;
     *) echo "unknown stage $name" | tee -a "$LOG" >&2 ;;

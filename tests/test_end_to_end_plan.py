@@ -49,6 +49,10 @@ def test_plan_orders_roles_and_gives_each_its_model_and_size(e2e: Any) -> None:
     }
     peers = {p.strategy for p in plan if p.role == "peer"}
     assert any("subquestion" in s for s in peers) and any("react_agent" in s for s in peers)
+    # the peers run with both models, so each model's loop is compared with them
+    assert {(p.model, p.strategy) for p in plan if p.role == "peer"} == {
+        (m, s) for m in ("m-small", "m-big") for s in peers
+    }
     assert {p.limit for p in plan if p.role in ("ablation", "peer")} == {50}
     assert {p.dataset for p in plan} == {"musique", "2wikimultihopqa_compositional"}
 
