@@ -404,6 +404,16 @@ def test_stream_concatenates_to_invoke(smol: Any) -> None:
 
 
 @pytest.mark.llm
+def test_a_gbnf_grammar_constrains_the_text_reply(smol: Any) -> None:
+    grammar = 'root ::= "Colour: " ("red" | "green" | "blue")'
+    prompt = "Name a fruit."
+    reply = str(smol.invoke(prompt, grammar=grammar).content)
+    assert reply in ("Colour: red", "Colour: green", "Colour: blue")
+    assert "".join(str(c.content) for c in smol.stream(prompt, grammar=grammar)) == reply
+    assert str(smol.invoke(prompt).content) != reply  # the grammar is per call
+
+
+@pytest.mark.llm
 def test_async_paths(smol: Any) -> None:
     prompt = [SystemMessage(content="Be brief."), HumanMessage(content="Say hello.")]
 

@@ -194,6 +194,7 @@ def test_asu_and_mer_with_the_packaged_chat_model(
         path.append((step["question"], step["answer"]))
     evidence = collect_evidence(question["question"], rankings, l=4, score=retriever.score)
     result = MetaEvidenceReasoner(chat, max_tokens=48)(question["question"], path, evidence)
-    assert isinstance(result.answer, str) and result.output
-    assert result.method in ("marker", "answer_is", "answer_line", "last_line", "empty")
+    # decoded under the marker grammar, even a 135M model keeps the format
+    assert result.method == "marker" and result.answer
+    assert result.output.startswith("[Reasoning]: ") and "\n[Final Answer]: " in result.output
     assert json.dumps(result.to_trace())

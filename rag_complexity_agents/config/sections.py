@@ -359,8 +359,9 @@ class AgentsConfig(BaseModel):
         "bind_tools (llama.cpp grammar, JSON schema or tool calling), falling back to text + "
         "parse-and-repair; 'auto': the same, except for the packaged llama.cpp models, whose "
         "grammar-decoded steps lowered answer quality on the 0.5B (they answer in text + "
-        "parse-and-repair until the end-to-end benchmark shows the grammar pays); 'off': "
-        "always text.",
+        "parse-and-repair until the end-to-end benchmark shows the grammar pays; MER's text "
+        "reply is still decoded under a grammar of its two marker lines); 'off': always "
+        "plain text.",
     )
     profile: Literal["cpu", "paper"] = Field(
         "cpu",

@@ -57,6 +57,11 @@ def takes_call_knobs(chat: BaseChatModel) -> bool:
     return isinstance(chat, LlamaCppChatModel)
 
 
+def accepts_grammar(chat: BaseChatModel) -> bool:
+    """True when ``chat`` decodes a text reply under a GBNF grammar given per call."""
+    return isinstance(chat, LlamaCppChatModel)
+
+
 def with_knobs(
     chat: BaseChatModel,
     *,
@@ -95,8 +100,12 @@ def call_chat(
     temperature: float | None = None,
     seed: int | None = None,
     stop: Sequence[str] | None = None,
+    grammar: str | None = None,
 ) -> ChatReply:
     """One chat call with per-call knobs; returns the reply text and its token usage.
+
+    ``grammar`` (a GBNF text) constrains the reply of a model that :func:`accepts_grammar`;
+    other models get the call without it and rely on the prompt.
 
     Raises :class:`~rag_complexity_agents.errors.ModelCallError` when the backend fails with
     anything other than one of our own errors (which pass through unchanged).
@@ -104,6 +113,8 @@ def call_chat(
     model, kwargs = with_knobs(chat, max_tokens=max_tokens, temperature=temperature, seed=seed)
     if stop:
         kwargs["stop"] = list(stop)
+    if grammar is not None and accepts_grammar(chat):
+        kwargs["grammar"] = grammar
     try:
         message = model.invoke(to_messages(messages), **kwargs)
     except RCAError:
@@ -165,6 +176,7 @@ def parse_yes_no(text: str) -> bool | None:
 
 __all__ = [
     "ChatReply",
+    "accepts_grammar",
     "call_chat",
     "parse_yes_no",
     "reply_text",

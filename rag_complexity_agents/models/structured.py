@@ -106,6 +106,7 @@ class StructuredOutput:
 
     def __init__(self, chat: BaseChatModel, setting: str = "auto") -> None:
         self.chat = chat
+        self.setting = setting
         self._lock = threading.Lock()
         self.reason: str | None = None
         if setting == "off":

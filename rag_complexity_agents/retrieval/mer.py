@@ -35,6 +35,23 @@ FINAL_MARKER = "[Final Answer]:"
 REASONING_MARKER = "[Reasoning]:"
 STOP = ["\nQuestion:", "\nReasoning path so far:", "\n---"]
 """Where a text reply ends: before the model starts another case."""
+ANSWER_CHARS = 120
+"""Longest answer line the marker grammar allows (a name, a date, a short phrase)."""
+CHARS_PER_TOKEN = 4
+"""English text's usual characters per token: the marker grammar's reasoning line may hold
+this many characters per token of the reasoner's budget."""
+
+
+def marker_grammar(reasoning_chars: int, answer_chars: int = ANSWER_CHARS) -> str:
+    """GBNF of the reply format: one reasoning line after :data:`REASONING_MARKER`, then one
+    answer line after :data:`FINAL_MARKER`, each bounded, so a model decoded under it always
+    reaches the answer and stops after it (the packaged 0.5B otherwise answers in one plain
+    sentence without the markers on most questions)."""
+    return (
+        f'root ::= "{REASONING_MARKER} " [^\\n]{{1,{reasoning_chars}}} '
+        f'"\\n{FINAL_MARKER} " [^\\n]{{1,{answer_chars}}}'
+    )
+
 
 ScoreFn = Callable[[str, Sequence[Chunk]], np.ndarray]
 Evidence = ScoredDoc | Chunk | str
@@ -421,12 +438,18 @@ class MetaEvidenceReasoner:
         reasoning_path: Sequence[tuple[str, str]],
         evidence: Sequence[Evidence],
     ) -> tuple[ExtractedAnswer, str, list[ChatReply]]:
-        """(answer, output text, every chat reply it took). A :class:`MERAnswer` object when
-        the model gives structured output (the output text is then written with the
-        markers), else the text reply read by :func:`extract_final_answer`. A structured
-        reply that does not validate or has no answer, and a text reply without an answer
-        after the marker, are format failures of kind ``mer``."""
-        from ..models.calls import call_chat
+        """(answer, output text, every chat reply it took).
+
+        A :class:`MERAnswer` object when the model gives structured output (the output text
+        is then written with the markers), else the text reply read by
+        :func:`extract_final_answer`. A text reply of a model that takes a grammar (our
+        llama.cpp model) is decoded under :func:`marker_grammar` unless structured output is
+        ``off``: its reasoning line may hold :data:`CHARS_PER_TOKEN` characters per token of
+        ``max_tokens``, and the call's budget covers the grammar's longest reply, so the
+        answer is never cut off. A structured reply that does not validate or has no answer,
+        and a text reply without an answer after the marker, are format failures of kind
+        ``mer``."""
+        from ..models.calls import accepts_grammar, call_chat
         from ..models.schemas import MERAnswer
         from ..models.structured import record_format_failure
 
@@ -443,7 +466,18 @@ class MetaEvidenceReasoner:
                 return ExtractedAnswer(answer, "structured"), output, replies
             if obj is not None:
                 record_format_failure("mer")
-        text = call_chat(self.chat, messages, max_tokens=self.max_tokens, stop=STOP)
+        grammar = budget = None
+        if self.structured.setting != "off" and accepts_grammar(self.chat):
+            reasoning_chars = CHARS_PER_TOKEN * self.max_tokens
+            grammar = marker_grammar(reasoning_chars)
+            budget = reasoning_chars + ANSWER_CHARS + len(REASONING_MARKER + FINAL_MARKER) + 4
+        text = call_chat(
+            self.chat,
+            messages,
+            max_tokens=self.max_tokens if grammar is None else budget,
+            stop=STOP,
+            grammar=grammar,
+        )
         replies.append(text)
         extracted = extract_final_answer(text.text)
         if extracted.method != "marker":
@@ -474,4 +508,5 @@ __all__ = [
     "collect_evidence",
     "extract_final_answer",
     "format_exemplar",
+    "marker_grammar",
 ]

@@ -44,8 +44,8 @@ class LlamaCppChatModel(BaseChatModel):
 
     Per-call overrides (``invoke(..., temperature=0.7, seed=3)``, or ``.bind(...)``):
     ``temperature``, ``top_p``, ``seed``, ``stop``, ``max_tokens``; ``json_schema`` (a JSON
-    schema dict: decode under its grammar) and ``tools`` / ``tool_choice`` (set by
-    :meth:`bind_tools`).
+    schema dict: decode under its grammar), ``grammar`` (a GBNF text: a plain-text reply
+    decoded under it) and ``tools`` / ``tool_choice`` (set by :meth:`bind_tools`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -209,7 +209,7 @@ class LlamaCppChatModel(BaseChatModel):
     ) -> ChatResult:
         opts = self._options(stop, kwargs)
         messages, schema, tool_reply = self._decoding(messages, kwargs)
-        grammar = grammar_text(schema) if schema is not None else None
+        grammar = grammar_text(schema) if schema is not None else kwargs.get("grammar")
         runtime = self._runtime()
         with runtime.lock:
             tokens, formatted = self._render(runtime, messages)
@@ -252,6 +252,7 @@ class LlamaCppChatModel(BaseChatModel):
             yield from self._stream_whole(messages, stop, run_manager, **kwargs)
             return
         opts = self._options(stop, kwargs)
+        grammar = kwargs.get("grammar")
         runtime = self._runtime()
         # A plain Lock (not RLock): LangChain's default astream advances this generator from
         # different executor threads, and a Lock may be released by another thread.
@@ -259,7 +260,9 @@ class LlamaCppChatModel(BaseChatModel):
             tokens, formatted = self._render(runtime, messages)
             finish_reason = None
             pieces: list[str] = []
-            chunks, reused = self._completion(runtime, tokens, formatted, opts, stream=True)
+            chunks, reused = self._completion(
+                runtime, tokens, formatted, opts, stream=True, grammar=grammar
+            )
             with contextlib.closing(chunks):
                 for part in chunks:
                     choice = part["choices"][0]
