@@ -466,18 +466,14 @@ class MetaEvidenceReasoner:
                 return ExtractedAnswer(answer, "structured"), output, replies
             if obj is not None:
                 record_format_failure("mer")
-        grammar = budget = None
+        max_tokens, grammar = self.max_tokens, None
         if self.structured.setting != "off" and accepts_grammar(self.chat):
             reasoning_chars = CHARS_PER_TOKEN * self.max_tokens
             grammar = marker_grammar(reasoning_chars)
-            budget = reasoning_chars + ANSWER_CHARS + len(REASONING_MARKER + FINAL_MARKER) + 4
-        text = call_chat(
-            self.chat,
-            messages,
-            max_tokens=self.max_tokens if grammar is None else budget,
-            stop=STOP,
-            grammar=grammar,
-        )
+            # the longest reply the grammar allows, at worst one token per character
+            fixed = f"{REASONING_MARKER} \n{FINAL_MARKER} "
+            max_tokens = len(fixed) + reasoning_chars + ANSWER_CHARS
+        text = call_chat(self.chat, messages, max_tokens=max_tokens, stop=STOP, grammar=grammar)
         replies.append(text)
         extracted = extract_final_answer(text.text)
         if extracted.method != "marker":
