@@ -414,6 +414,53 @@ def test_a_gbnf_grammar_constrains_the_text_reply(smol: Any) -> None:
 
 
 @pytest.mark.llm
+@pytest.mark.parametrize(
+    "grammar",
+    [
+        'root ::= "Answer: " [^\\n]{1,40} "\\nDone."',  # the model's own text, bounded
+        'root ::= "{" ws "\\"city\\":" ws "\\"" [a-zA-Z ]{1,20} "\\"" ws "}"\nws ::= " "?',
+        'root ::= ("zebra" | "quartz") " " [0-9]{2,3}',  # refuses what the model would say
+    ],
+)
+def test_greedy_grammar_decoding_matches_llama_cpp_grammar_sampler(smol: Any, grammar: str) -> None:
+    from llama_cpp import LlamaGrammar, LogitsProcessorList
+
+    from rag_complexity_agents.models.llamacpp.grammar import GrammarCheckedGreedy
+
+    runtime = smol._runtime()
+    tokens, _ = smol._render(runtime, [HumanMessage(content="Which city is the capital of Peru?")])
+
+    def complete(**constraint: Any) -> str:
+        with runtime.lock:
+            out = runtime.llama.create_completion(
+                prompt=tokens, max_tokens=40, temperature=0.0, repeat_penalty=1.0, **constraint
+            )
+        return str(out["choices"][0]["text"])
+
+    library = complete(grammar=LlamaGrammar.from_string(grammar, verbose=False))
+    check = GrammarCheckedGreedy(runtime.llama, grammar, len(tokens))
+    assert complete(logits_processor=LogitsProcessorList([check])) == library
+    reply = smol.invoke("Which city is the capital of Peru?", grammar=grammar, max_tokens=40)
+    assert reply.content == library
+
+
+@pytest.mark.llm
+def test_a_sampled_reply_under_a_grammar_keeps_to_it(smol: Any) -> None:
+    grammar = 'root ::= ("red" | "green" | "blue") "!"'
+    for seed in range(3):
+        reply = smol.invoke("Name a colour.", grammar=grammar, temperature=1.0, seed=seed)
+        assert reply.content in ("red!", "green!", "blue!")
+
+
+@pytest.mark.llm
+def test_an_unparsable_grammar_is_refused(smol: Any) -> None:
+    from rag_complexity_agents.models.llamacpp.grammar import GrammarCheckedGreedy
+
+    with pytest.raises(ValueError, match="GBNF"):
+        GrammarCheckedGreedy(smol._runtime().llama, "root ::= (", 1)
+
+
+@pytest.mark.llm
 def test_async_paths(smol: Any) -> None:
     prompt = [SystemMessage(content="Be brief."), HumanMessage(content="Say hello.")]
 

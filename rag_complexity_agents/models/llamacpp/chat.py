@@ -10,6 +10,9 @@
   schema, so the reply always parses; :meth:`LlamaCppChatModel.bind_tools` decodes a tool
   call (or a plain answer) the same way (:mod:`.tools`), which is what LangGraph's
   ``create_react_agent`` needs. Both go through the same prompt rendering and prefix cache.
+  A greedy reply under a grammar asks the grammar about the picked token first and filters the
+  whole vocabulary only when it is refused (:mod:`.grammar`): the same reply, half the time a
+  token.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import InputError
+from .grammar import GrammarCheckedGreedy
 from .messages import MessagesInput, template_dicts, to_messages
 from .runtime import Runtime, RuntimeKey, get_runtime, is_loaded, runtime_key
 from .tools import grammar_text, read_tool_reply, tool_choice_schema, tool_specs, tools_instruction
@@ -155,12 +159,16 @@ class LlamaCppChatModel(BaseChatModel):
             stops.extend([formatted.stop] if isinstance(formatted.stop, str) else formatted.stop)
         max_tokens = min(opts["max_tokens"], self.n_ctx - len(tokens))
         reused = runtime.prime(tokens)
-        if grammar is not None:
+        constraint: dict[str, Any] = {}
+        if grammar is not None and opts["temperature"] == 0.0:
+            from llama_cpp import LogitsProcessorList
+
+            check = GrammarCheckedGreedy(runtime.llama, grammar, len(tokens))
+            constraint["logits_processor"] = LogitsProcessorList([check])
+        elif grammar is not None:
             from llama_cpp import LlamaGrammar
 
-            grammar_arg: Any = LlamaGrammar.from_string(grammar, verbose=False)
-        else:
-            grammar_arg = None
+            constraint["grammar"] = LlamaGrammar.from_string(grammar, verbose=False)
         result = runtime.llama.create_completion(
             prompt=tokens,
             max_tokens=max_tokens,
@@ -171,7 +179,7 @@ class LlamaCppChatModel(BaseChatModel):
             stopping_criteria=formatted.stopping_criteria,
             repeat_penalty=1.0,
             stream=stream,
-            grammar=grammar_arg,
+            **constraint,
         )
         return result, reused
 
