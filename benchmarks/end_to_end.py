@@ -164,15 +164,17 @@ def build_plan(
 ) -> list[Planned]:
     """Every row of the plan in run order: cheap rows first within each role."""
     limits = {**ROLE_LIMITS, **(limits or {})}
+    ablations = [s for s in ABLATIONS if s not in best_loops]
     by_role: list[tuple[Role, str, Sequence[str]]] = [
         ("main", model, ["single_step", *best_loops]),
         ("ceiling", model, CEILINGS),
-        ("ablation", model, [s for s in ABLATIONS if s not in best_loops]),
+        ("ablation", model, ablations),
         ("peer", model, PEERS),
     ]
     if strong_model:
         strong = ["single_step", "gold_evidence", *best_loops, "gold_decomposition"]
         by_role.insert(2, ("strong", strong_model, strong))
+        by_role.append(("ablation", strong_model, ablations))
         by_role.append(("peer", strong_model, PEERS))
     plan = []
     for role, spec, strategies in sorted(by_role, key=lambda item: ROLE_ORDER.index(item[0])):

@@ -53,6 +53,10 @@ def test_plan_orders_roles_and_gives_each_its_model_and_size(e2e: Any) -> None:
     assert {(p.model, p.strategy) for p in plan if p.role == "peer"} == {
         (m, s) for m in ("m-small", "m-big") for s in peers
     }
+    # the ablation rows too, so each target can be met with either model
+    assert {(p.model, p.strategy) for p in plan if p.role == "ablation"} == {
+        (m, s) for m in ("m-small", "m-big") for s in e2e.ABLATIONS
+    }
     assert {p.limit for p in plan if p.role in ("ablation", "peer")} == {50}
     assert {p.dataset for p in plan} == {"musique", "2wikimultihopqa_compositional"}
 
