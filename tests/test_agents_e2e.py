@@ -276,3 +276,25 @@ def test_langgraph_dev_serves_the_loops(home: Path, tmp_path: Path) -> None:
         log.close()
     with pytest.raises(OSError):
         _http(f"{base}/ok", timeout=2)
+
+
+def test_self_ask_forced_final_line_is_written_under_its_grammar(home: Path) -> None:
+    """With one step allowed, Self-Ask must conclude with its final line; the llama.cpp model
+    writes that line under a grammar, so it parses even from SmolLM2-135M, whose text reply
+    does not (structured output 'off': no grammar)."""
+    _needs_model("smollm2-135m")
+
+    def run(structured_output: str) -> dict[str, Any]:
+        config = Config(
+            corpus={"home": home},
+            models={"chat": "llamacpp:smollm2-135m", "n_threads": 1},
+            agents={"structured_output": structured_output},
+        )
+        graph = build_preset("self_ask", config)
+        return run_graph(graph, _demo_question(), options={"max_steps": 1}).trace
+
+    constrained, free = run("auto"), run("off")
+    assert constrained["stop_reason"] == free["stop_reason"] == "max_steps"
+    assert "conclude" not in constrained["format_failures_by_step"]
+    assert constrained["loop_answer"]
+    assert free["format_failures_by_step"].get("conclude") == 1 and not free["loop_answer"]

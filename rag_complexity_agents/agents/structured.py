@@ -96,12 +96,14 @@ def ask_step(
     max_tokens: int,
     stop: Sequence[str] | None = None,
     schema: type[S] | None = None,
+    grammar: str | None = None,
 ) -> tuple[S | None, ChatReply, Update]:
     """One loop step's chat call: a ``schema`` object when the context uses structured
     output and the model gives one, else the text reply for the loop's parser. Returns
     (object or None, the reply, the state update with the costs of every call made and, after
     a failed structured call, a note saying the step fell back to text). A structured reply
-    that does not validate is a format failure of ``kind``."""
+    that does not validate is a format failure of ``kind``. ``grammar`` (GBNF) constrains
+    the text reply of a model that takes one, unless ``agents.structured_output`` is off."""
     update: Update = {}
     if schema is not None and ctx.structured.enabled:
         obj, reply, failure = ctx.structured.call(
@@ -113,7 +115,11 @@ def ask_step(
             update = costs(state, reply)
         note = f"structured output failed ({failure}); text + parse-and-repair from now on"
         update["notes"] = [*(state.get("notes") or []), note]
-    text_reply = call_chat(ctx.chat, list(messages), max_tokens=max_tokens, stop=stop)
+    if ctx.structured.setting == "off":
+        grammar = None
+    text_reply = call_chat(
+        ctx.chat, list(messages), max_tokens=max_tokens, stop=stop, grammar=grammar
+    )
     counted: Any = {**state, **update}  # the state after the structured call's costs
     update.update(costs(counted, text_reply))
     return None, text_reply, update

@@ -57,7 +57,8 @@ class Think(Generic[P]):
     asks for structured output first when the model supports it
     (:mod:`~.structured`); the text reply and ``parse`` are the fallback. ``failed`` says
     when a parse result holds no usable move: that reply is a format failure of ``kind``
-    (:func:`build_loop` sets ``kind`` to the node's name)."""
+    (:func:`build_loop` sets ``kind`` to the node's name). ``grammar`` (GBNF) constrains the
+    text reply of a model that takes one (:func:`~..models.calls.line_grammar`)."""
 
     messages: Callable[[AgentState, AgentContext], Messages]
     parse: Callable[[str], P]
@@ -69,6 +70,7 @@ class Think(Generic[P]):
     schema: type[BaseModel] | None = None
     convert: Callable[[Any], P] | None = None
     failed: Callable[[P], bool] | None = None
+    grammar: str | None = None
     kind: str = "step"
 
     def __call__(self, state: AgentState, ctx: AgentContext) -> Update:
@@ -84,6 +86,7 @@ class Think(Generic[P]):
             max_tokens=self.max_tokens(ctx),
             stop=self.stop,
             schema=self.schema if self.convert is not None else None,
+            grammar=self.grammar,
         )
         parsed = self.convert(obj) if obj is not None and self.convert else self.parse(reply.text)
         if self.failed is not None and self.failed(parsed):

@@ -92,6 +92,14 @@ def with_knobs(
     return (chat.model_copy(update=update) if update else chat), kwargs
 
 
+def line_grammar(prefix: str, max_chars: int) -> str:
+    """GBNF of a one-line reply: ``prefix``, a space, 1 to ``max_chars`` characters other
+    than a line break, and the line break the model may end it with (a loop's fixed answer
+    line, e.g. Self-Ask's final line)."""
+    literal = prefix.replace("\\", "\\\\").replace('"', '\\"')
+    return f'root ::= "{literal} " [^\\n]{{1,{max_chars}}} "\\n"?'
+
+
 def call_chat(
     chat: BaseChatModel,
     messages: MessagesInput,
@@ -178,6 +186,7 @@ __all__ = [
     "ChatReply",
     "accepts_grammar",
     "call_chat",
+    "line_grammar",
     "parse_yes_no",
     "reply_text",
     "sample_answers",
