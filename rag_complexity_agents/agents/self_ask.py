@@ -50,10 +50,10 @@ from .wiring import Loop, LoopBuilder, Think, has_answer
 
 LOOP = "self_ask"
 EXAMPLE_ANSWERS = prompt.exemplar_answers()
-FINAL_LINE_CHARS = 120
-"""Longest answer the forced final line (``conclude``) may hold: a model that takes a grammar
-(llama.cpp) writes that line under :func:`~..models.calls.line_grammar`, so it always parses
-(without one, the 1.5B model's forced line did not parse on one 2Wiki question of 50)."""
+FINAL_LINE_GRAMMAR = line_grammar(prompt.FINAL)
+"""The forced final line (``conclude``): a model that takes a grammar (llama.cpp) writes it
+under this one, so it always parses (without one, the 1.5B model's forced line did not parse
+on one 2Wiki question of 50)."""
 
 
 def _path(state: AgentState) -> list[tuple[str, str]]:
@@ -221,7 +221,7 @@ SELF_ASK = Loop(
             schema=ShortAnswer,
             convert=lambda final: SelfAskParse("final", answer=clean_answer(final.answer)),
             failed=lambda parsed: parsed.kind != "final" or not parsed.answer,
-            grammar=line_grammar(prompt.FINAL, FINAL_LINE_CHARS),
+            grammar=FINAL_LINE_GRAMMAR,
         ),
     },
     accept="answer_sub",

@@ -115,8 +115,8 @@ def ask_step(
             update = costs(state, reply)
         note = f"structured output failed ({failure}); text + parse-and-repair from now on"
         update["notes"] = [*(state.get("notes") or []), note]
-    if ctx.structured.setting == "off":
-        grammar = None
+    if grammar is not None:
+        grammar = ctx.structured.text_grammar(grammar)
     text_reply = call_chat(
         ctx.chat, list(messages), max_tokens=max_tokens, stop=stop, grammar=grammar
     )

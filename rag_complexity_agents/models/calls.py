@@ -92,7 +92,11 @@ def with_knobs(
     return (chat.model_copy(update=update) if update else chat), kwargs
 
 
-def line_grammar(prefix: str, max_chars: int) -> str:
+ANSWER_LINE_CHARS = 120
+"""Longest answer line a grammar allows (a name, a date, a short phrase)."""
+
+
+def line_grammar(prefix: str, max_chars: int = ANSWER_LINE_CHARS) -> str:
     """GBNF of a one-line reply: ``prefix``, a space, 1 to ``max_chars`` characters other
     than a line break, and the line break the model may end it with (a loop's fixed answer
     line, e.g. Self-Ask's final line)."""
@@ -183,6 +187,7 @@ def parse_yes_no(text: str) -> bool | None:
 
 
 __all__ = [
+    "ANSWER_LINE_CHARS",
     "ChatReply",
     "accepts_grammar",
     "call_chat",

@@ -34,7 +34,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from pydantic import BaseModel
 
 from ..errors import RCAError
-from .calls import ChatReply, call_chat, parse_yes_no, reply_text, with_knobs
+from .calls import ChatReply, accepts_grammar, call_chat, parse_yes_no, reply_text, with_knobs
 from .llamacpp import LlamaCppChatModel, MessagesInput, to_messages
 from .schemas import YesNo, format_instruction, json_schema_of, json_token_bound
 
@@ -123,6 +123,11 @@ class StructuredOutput:
     @property
     def enabled(self) -> bool:
         return self.reason is None
+
+    def text_grammar(self, grammar: str) -> str | None:
+        """``grammar`` (GBNF) for a text reply when the chat model takes one and structured
+        output is not 'off', else None (the reply relies on the prompt)."""
+        return grammar if self.setting != "off" and accepts_grammar(self.chat) else None
 
     def note(self) -> str:
         """One line for the trace."""

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from ..agents.parsers import as_text
+from ..models.calls import ANSWER_LINE_CHARS
 from ..types import Chunk, ScoredDoc
 
 if TYPE_CHECKING:
@@ -35,14 +36,12 @@ FINAL_MARKER = "[Final Answer]:"
 REASONING_MARKER = "[Reasoning]:"
 STOP = ["\nQuestion:", "\nReasoning path so far:", "\n---"]
 """Where a text reply ends: before the model starts another case."""
-ANSWER_CHARS = 120
-"""Longest answer line the marker grammar allows (a name, a date, a short phrase)."""
 CHARS_PER_TOKEN = 4
 """English text's usual characters per token: the marker grammar's reasoning line may hold
 this many characters per token of the reasoner's budget."""
 
 
-def marker_grammar(reasoning_chars: int, answer_chars: int = ANSWER_CHARS) -> str:
+def marker_grammar(reasoning_chars: int, answer_chars: int = ANSWER_LINE_CHARS) -> str:
     """GBNF of the reply format: one reasoning line after :data:`REASONING_MARKER`, then one
     answer line after :data:`FINAL_MARKER`, each bounded, so a model decoded under it always
     reaches the answer and stops after it (the packaged 0.5B otherwise answers in one plain
@@ -449,7 +448,7 @@ class MetaEvidenceReasoner:
         answer is never cut off. A structured reply that does not validate or has no answer,
         and a text reply without an answer after the marker, are format failures of kind
         ``mer``."""
-        from ..models.calls import accepts_grammar, call_chat
+        from ..models.calls import call_chat
         from ..models.schemas import MERAnswer
         from ..models.structured import record_format_failure
 
@@ -466,13 +465,13 @@ class MetaEvidenceReasoner:
                 return ExtractedAnswer(answer, "structured"), output, replies
             if obj is not None:
                 record_format_failure("mer")
-        max_tokens, grammar = self.max_tokens, None
-        if self.structured.setting != "off" and accepts_grammar(self.chat):
-            reasoning_chars = CHARS_PER_TOKEN * self.max_tokens
-            grammar = marker_grammar(reasoning_chars)
+        max_tokens = self.max_tokens
+        reasoning_chars = CHARS_PER_TOKEN * self.max_tokens
+        grammar = self.structured.text_grammar(marker_grammar(reasoning_chars))
+        if grammar is not None:
             # the longest reply the grammar allows, at worst one token per character
             fixed = f"{REASONING_MARKER} \n{FINAL_MARKER} "
-            max_tokens = len(fixed) + reasoning_chars + ANSWER_CHARS
+            max_tokens = len(fixed) + reasoning_chars + ANSWER_LINE_CHARS
         text = call_chat(self.chat, messages, max_tokens=max_tokens, stop=STOP, grammar=grammar)
         replies.append(text)
         extracted = extract_final_answer(text.text)
