@@ -36,16 +36,18 @@ def test_plan_orders_roles_and_gives_each_its_model_and_size(e2e: Any) -> None:
     assert (main.model, main.limit) == ("m-small", 134)
     strong = by_key[("strong", "loop_x", "2wikimultihopqa_compositional")]
     assert (strong.model, strong.limit) == ("m-big", 134)
-    # the strong model gets both ceilings too, so its loop's loss can be located
+    # the strong model gets the ceilings too, so its loop's loss can be located
     assert [p.strategy for p in plan if p.role == "strong" and p.dataset == "musique"] == [
         "single_step",
         "gold_evidence",
         "loop_x",
         "gold_decomposition",
+        "gold_bridges",
     ]
     assert {p.strategy for p in plan if p.role == "ceiling"} == {
         "gold_evidence",
         "gold_decomposition",
+        "gold_bridges",
     }
     peers = {p.strategy for p in plan if p.role == "peer"}
     assert any("subquestion" in s for s in peers) and any("react_agent" in s for s in peers)

@@ -297,10 +297,36 @@ def test_gold_decomposition_feeds_each_answer_into_the_next_hop() -> None:
         GoldDecomposition(parts).answer_record(parse_record(_wiki("1", "comparison")))
 
 
+def test_gold_bridges_carry_the_gold_answer_not_the_readers() -> None:
+    record = parse_record(_wiki("2", "compositional", CHAIN))
+
+    def answer(human: str) -> str:  # wrong on the bridge hop, right on the last one
+        return "Homs" if "place of death" in human.rsplit("Question:", 1)[1] else "Nobody"
+
+    predicted = _parts(ReaderChat(answer=answer))
+    GoldDecomposition(predicted).answer_record(record)
+    assert predicted.first_stage.queries[1] == "What is the place of death of Nobody?"
+
+    parts = _parts(ReaderChat(answer=answer))
+    result = GoldDecomposition(parts, bridges="gold").answer_record(record)
+    assert parts.first_stage.queries == [
+        "What is the spouse of Juan Carlos Gumucio?",
+        "What is the place of death of Marie Colvin?",
+    ]
+    trace = result.trace
+    assert result.answer == "Homs" and trace["strategy"] == "gold_bridges"
+    # the reader's own answers stay in the trace: the bridge hop is not counted as covered
+    assert [(hop["answer"], hop["covered"]) for hop in trace["hops"]] == [
+        ("Nobody", False),
+        ("Homs", True),
+    ]
+
+
 def test_ceilings_are_registered() -> None:
     for name in (
         "gold_evidence",
         "gold_decomposition",
+        "gold_bridges",
         "llamaindex_subquestion",
         "langgraph_react_agent",
     ):

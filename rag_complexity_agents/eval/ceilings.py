@@ -11,6 +11,10 @@ Both use the single-step reader (same prompt, same ``answer.passage_chars`` cut,
   the *predicted* answer of step k, and the last step's answer is the final answer. With
   retrieval in the loop, its distance to ``gold_evidence`` is retrieval's loss; a loop's
   distance to it is decomposition's loss.
+* ``gold_bridges`` (:class:`GoldDecomposition` with ``bridges="gold"``) — the same, but ``#k``
+  is replaced by the *gold* answer of step k, so every hop is retrieved for with the right
+  bridge entity. Its distance to ``gold_decomposition`` (in evidence recall above all) is what
+  the reader's wrong bridge answers cost; only the last hop's answer is the reader's own.
 
 Sub-questions in the knowledge-base form ``"<entity> >> <relation>"`` (a third of MuSiQue's
 steps and every 2Wiki step) are asked as ``"What is the <relation> of <entity>?"``
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..agents.plan_execute import substitute_answers
 from ..agents.single_step import answer_single_step
@@ -137,10 +141,19 @@ class GoldEvidence(RecordStrategy):
 
 
 class GoldDecomposition(RecordStrategy):
-    """The dataset's sub-questions answered in turn by single-step RAG over the first stage."""
+    """The dataset's sub-questions answered in turn by single-step RAG over the first stage.
 
-    def __init__(self, parts: EvalComponents) -> None:
+    ``bridges`` says what replaces ``#k`` in a later sub-question: the answer the reader
+    gave at step k (``"predicted"``, strategy ``gold_decomposition``) or step k's gold answer
+    (``"gold"``, strategy ``gold_bridges``).
+    """
+
+    def __init__(
+        self, parts: EvalComponents, *, bridges: Literal["predicted", "gold"] = "predicted"
+    ) -> None:
         self.parts = parts
+        self.bridges = bridges
+        self.name = "gold_bridges" if bridges == "gold" else "gold_decomposition"
 
     def answer_record(self, record: QARecord) -> RunResult:
         steps = gold_decomposition(record)
@@ -148,12 +161,13 @@ class GoldDecomposition(RecordStrategy):
             raise InputError(f"question {record.id} has no gold decomposition")
         started = time.perf_counter()
         answers: list[str] = []
+        bridges: list[str] = []
         hops: list[dict[str, Any]] = []
         evidence: list[dict[str, Any]] = []
         totals = {"llm_calls": 0, "retrieval_calls": 0, "input_tokens": 0, "output_tokens": 0}
         failures = 0
         for step in steps:
-            asked = as_question(substitute_answers(step.question, answers))
+            asked = as_question(substitute_answers(step.question, bridges))
             result = answer_single_step(
                 asked,
                 self.parts.first_stage,
@@ -162,6 +176,8 @@ class GoldDecomposition(RecordStrategy):
                 passage_chars=self.parts.config.answer.passage_chars,
             )
             answers.append(result.answer)
+            gold_bridge = self.bridges == "gold" and step.answers
+            bridges.append(step.answers[0] if gold_bridge else result.answer)
             evidence.extend(result.trace.get("evidence") or [])
             for key in totals:
                 totals[key] += int(result.trace.get(key) or 0)
@@ -179,7 +195,7 @@ class GoldDecomposition(RecordStrategy):
         return RunResult(
             answer=answers[-1],
             trace={
-                "strategy": "gold_decomposition",
+                "strategy": self.name,
                 "question": record.question,
                 "hops": hops,
                 "evidence": evidence,

@@ -303,6 +303,12 @@ def _build_gold_decomposition(parts: EvalComponents) -> Strategy:
     return GoldDecomposition(parts)
 
 
+def _build_gold_bridges(parts: EvalComponents) -> Strategy:
+    from .ceilings import GoldDecomposition
+
+    return GoldDecomposition(parts, bridges="gold")
+
+
 def _build_subquestion(parts: EvalComponents) -> Strategy:
     from .peers import SubQuestionPeer
 
@@ -324,6 +330,12 @@ register_strategy(
     "gold_decomposition",
     _build_gold_decomposition,
     description="ceiling: the dataset's sub-questions, each answered by single-step RAG",
+)
+register_strategy(
+    "gold_bridges",
+    _build_gold_bridges,
+    description="ceiling: the dataset's sub-questions with the gold answers as bridge "
+    "entities, each answered by single-step RAG",
 )
 register_strategy(
     "llamaindex_subquestion",
