@@ -25,7 +25,7 @@
 #   STAGES [all, in this order]: main_single ceiling_evidence no_retrieval
 #     ceiling_decomposition main_loop strong_single strong_best strong_ceiling ablation peers
 #     strong_peers strong_loop strong_ablation report (strong_best: the first best loop with
-#     the strong model; strong_ceiling: both ceilings with it; strong_peers: the peer rows
+#     the strong model; strong_ceiling: the ceilings with it; strong_peers: the peer rows
 #     with it; strong_loop: the other best loops; strong_ablation: the ablation rows with it)
 #   EXTRA_ARGS [--set agents.stop=evidence]: more end_to_end.py arguments for every stage.
 #     Evidence-driven stopping is what made the loop decompose on the dev questions
@@ -71,11 +71,11 @@ for name in $STAGES; do
     main_single) stage "$name" --roles main --strategies single_step ;;
     ceiling_evidence) stage "$name" --roles ceiling --strategies gold_evidence ;;
     no_retrieval) stage "$name" --roles ablation --strategies no_retrieval --models "$MODEL" ;;
-    ceiling_decomposition) stage "$name" --roles ceiling --strategies gold_decomposition ;;
+    ceiling_decomposition) stage "$name" --roles ceiling --strategies gold_decomposition,gold_bridges ;;
     main_loop) stage "$name" --roles main --strategies "$BEST_LOOPS" ;;
     strong_single) [ -n "$STRONG_MODEL" ] && stage "$name" --roles strong --strategies single_step ;;
     strong_best) [ -n "$STRONG_MODEL" ] && stage "$name" --roles strong --strategies "${BEST_LOOPS%%,*}" ;;
-    strong_ceiling) [ -n "$STRONG_MODEL" ] && stage "$name" --roles strong --strategies gold_evidence,gold_decomposition ;;
+    strong_ceiling) [ -n "$STRONG_MODEL" ] && stage "$name" --roles strong --strategies gold_evidence,gold_decomposition,gold_bridges ;;
     ablation) stage "$name" --roles ablation --models "$MODEL" ;;
     strong_ablation) [ -n "$STRONG_MODEL" ] && stage "$name" --roles ablation --models "$STRONG_MODEL" ;;
     peers) stage "$name" --roles peer --models "$MODEL" ;;
