@@ -1,6 +1,6 @@
 """Ceiling strategies: what the reader and the retrieval can do when decomposition is given.
 
-Both use the single-step reader (same prompt, same ``answer.passage_chars`` cut, same
+All three use the single-step reader (same prompt, same ``answer.passage_chars`` cut, same
 ``models.chat``), so the gap between them and a loop says where the loop loses its points:
 
 * ``gold_evidence`` (:class:`GoldEvidence`) — the reader given the question's gold supporting
