@@ -153,14 +153,12 @@ class GoldDecomposition(RecordStrategy):
     ) -> None:
         self.parts = parts
         self.bridges = bridges
-        self.name = "gold_bridges" if bridges == "gold" else "gold_decomposition"
 
     def answer_record(self, record: QARecord) -> RunResult:
         steps = gold_decomposition(record)
         if not steps:
             raise InputError(f"question {record.id} has no gold decomposition")
         started = time.perf_counter()
-        answers: list[str] = []
         bridges: list[str] = []
         hops: list[dict[str, Any]] = []
         evidence: list[dict[str, Any]] = []
@@ -175,7 +173,6 @@ class GoldDecomposition(RecordStrategy):
                 k=self.parts.config.answer.passages,
                 passage_chars=self.parts.config.answer.passage_chars,
             )
-            answers.append(result.answer)
             gold_bridge = self.bridges == "gold" and step.answers
             bridges.append(step.answers[0] if gold_bridge else result.answer)
             evidence.extend(result.trace.get("evidence") or [])
@@ -193,9 +190,9 @@ class GoldDecomposition(RecordStrategy):
                 }
             )
         return RunResult(
-            answer=answers[-1],
+            answer=hops[-1]["answer"],
             trace={
-                "strategy": self.name,
+                "strategy": "gold_bridges" if self.bridges == "gold" else "gold_decomposition",
                 "question": record.question,
                 "hops": hops,
                 "evidence": evidence,
