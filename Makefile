@@ -15,12 +15,13 @@ setup:
 
 demo: setup
 	$(RCA) index --demo --quiet
-	$(RCA) ask --loop plan_execute --retrieval first_stage --no-mer "$(DEMO_QUESTION)"
+	$(RCA) ask "$(DEMO_QUESTION)"
 
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 test: lint
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider

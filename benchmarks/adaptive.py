@@ -1,4 +1,4 @@
-"""Adaptive-RAG benchmark (issue 6): the complexity classifier and the router's cost/quality.
+"""Adaptive-RAG benchmark: the complexity classifier and the router's cost/quality.
 
 Part (i), classifier: dataset-inductive-bias labels (single-hop SQuAD / NQ-open / TriviaQA → B,
 multi-hop MuSiQue / 2WikiMultiHopQA / HotpotQA → C) for up to ``--clf-per-dataset``
@@ -56,16 +56,16 @@ from _common import ANALYSIS_END, ANALYSIS_START, REPO, machine, read_analysis
 from rag_complexity_agents.config import Config, default_home
 from rag_complexity_agents.corpus.store import CorpusStore
 from rag_complexity_agents.errors import RCAError
-from rag_complexity_agents.eval.cache import LLMCallCache
 from rag_complexity_agents.eval.datasets import (
     QARecord,
     build_pooled_corpus,
     load_records,
     resolve_dataset,
 )
-from rag_complexity_agents.eval.harness import evaluate, open_llm_cache
+from rag_complexity_agents.eval.harness import evaluate
 from rag_complexity_agents.eval.runner import read_run
 from rag_complexity_agents.eval.strategies import AGENT_STRATEGIES, EvalComponents
+from rag_complexity_agents.models.cache import LLMCallCache, open_llm_cache
 
 SINGLE_HOP_FILES = {"squad": "squad", "nq_open": "nq_open", "triviaqa": "triviaqa"}
 MULTI_HOP_FILES = {

@@ -9,11 +9,11 @@ the gold supporting paragraphs.
 Datasets: ``musique`` (all 134 questions of the file) and ``2wikimultihopqa_compositional``
 (the file's 202 compositional questions, in file order).
 
-The plan (issue 20), one row per (dataset, strategy, model):
+The plan, one row per (dataset, strategy, model):
 
 * main rows, n = 134: ``single_step`` and the best loops (``--best-loops``: plan-and-execute;
-  Self-Ask + SUNAR, the paper's loop, was one until its main MuSiQue rows showed it no better
-  at three times the LLM calls, and is now an ablation row);
+  Self-Ask + SUNAR, the paper's loop, is an ablation row: on MuSiQue it scored no better than
+  plan-and-execute at three times the LLM calls);
 * ceiling rows, n = 134: ``gold_evidence`` (the reader given the gold paragraphs),
   ``gold_decomposition`` (the dataset's sub-questions through our retrieval and reader) and
   ``gold_bridges`` (the same with the gold answers as bridge entities);
@@ -21,7 +21,7 @@ The plan (issue 20), one row per (dataset, strategy, model):
   MER;
 * peer rows, n = 50: LlamaIndex ``SubQuestionQueryEngine`` and LangGraph's
   ``create_react_agent`` over the same first stage and model;
-* strong-model rows, n = 134 (50 before session 31): single-step, the best loop(s) and the
+* strong-model rows, n = 134: single-step, the best loop(s) and the
   ceilings with ``--strong-model`` (the optional packaged Qwen2.5-Coder-1.5B); the peer rows
   run with it too (role ``peer``, n = 50), so "our loop beats the peers" is measured with the
   model whose loop beats single-step.
@@ -32,7 +32,8 @@ LLM calls are cached on disk. ``--roles``, ``--strategies``, ``--datasets`` and 
 choose the rows to *run*; the results always cover every row of the plan that has a run
 file, so each call rewrites ``benchmarks/results/end_to_end.json`` and ``.md`` with
 everything finished so far. ``--report-only`` runs nothing (rebuild the tables from the run
-files at any time). ``benchmarks/run_end_to_end.sh`` runs the whole plan in order.
+files at any time); ``--markdown-only`` rewrites only the markdown from the ``--out`` JSON.
+``benchmarks/run_end_to_end.sh`` runs the whole plan in order.
 A row whose run file is gone (a new machine, a cleared cache) is carried over from the
 previous ``--out`` file when that row was computed from a run file of the same name, i.e. the
 same model, dataset, strategy and configuration fingerprint; the markdown marks it, and paired
@@ -76,7 +77,7 @@ from rag_complexity_agents.eval.datasets import (
     load_records,
     resolve_dataset,
 )
-from rag_complexity_agents.eval.harness import evaluate, open_llm_cache, run_fingerprint
+from rag_complexity_agents.eval.harness import evaluate, run_fingerprint
 from rag_complexity_agents.eval.metrics import Estimate, cover_em
 from rag_complexity_agents.eval.report import paired_delta, summarize
 from rag_complexity_agents.eval.runner import read_run
@@ -85,6 +86,7 @@ from rag_complexity_agents.eval.strategies import (
     EvalComponents,
     available_strategies,
 )
+from rag_complexity_agents.models.cache import open_llm_cache
 from rag_complexity_agents.profiles import apply_profile
 
 #: Datasets of the plan (a dataset file's short name or a subset name).
@@ -375,6 +377,38 @@ def _short_model(spec: str) -> str:
     return spec.removeprefix("llamacpp:").removeprefix("ollama:")
 
 
+def _settings_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per strategy: the settings its rows ran with (the same for both models)."""
+    by_label: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        by_label.setdefault(row["label"], row.get("settings") or {})
+    return [
+        f"* {label}: " + (", ".join(f"`{k}={v}`" for k, v in values.items()) or "–")
+        for label, values in by_label.items()
+    ]
+
+
+def _first_hop_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The first-hop diagnosis of the rows that cover their whole dataset."""
+    table = [
+        f"| {row['label']} | {_short_model(row['model'])} | {hop['n']} | {hop['right']} | "
+        f"{hop['final_right_when_first_hop_right']} |"
+        for row in rows
+        if (hop := row.get("first_hop")) and row["n"] >= ROLE_LIMITS["main"]
+    ]
+    if not table:
+        return []
+    return [
+        "",
+        "First hop on MuSiQue (the first step's answer covers the dataset's first intermediate "
+        "answer), rows with all questions:",
+        "",
+        "| strategy | model | n | first hop right | final answer right of those |",
+        "|---|---|---|---|---|",
+        *table,
+    ]
+
+
 def render_markdown(result: dict[str, Any], analysis: str) -> str:
     corpus = result["corpus"]
     lines = [
@@ -415,6 +449,14 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
             for p in result["pending"]
         )
         lines += ["", f"Not run yet: {waiting}."]
+    lines += [
+        "",
+        "Settings per strategy (the loops' values come through the agents' `cpu` profile; "
+        "`--set` values of the command apply to every row):",
+        "",
+        *_settings_lines(result["rows"]),
+        *_first_hop_lines(result["rows"]),
+    ]
     lines += [
         "",
         "cover-EM: the normalised gold answer (or an alias) occurs as a whole run of tokens in "
@@ -495,6 +537,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "--report-only",
         action="store_true",
         help="run nothing: rebuild the JSON and markdown from the run files that exist",
+    )
+    parser.add_argument(
+        "--markdown-only",
+        action="store_true",
+        help="run nothing: rewrite the markdown from the --out JSON as it is",
     )
     return parser.parse_args(list(argv))
 
@@ -674,6 +721,13 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    if args.markdown_only:
+        out = Path(args.out)
+        md_path = out.with_suffix(".md")
+        result = json.loads(out.read_text(encoding="utf-8"))
+        md_path.write_text(render_markdown(result, read_analysis(md_path)), encoding="utf-8")
+        print(f"wrote {md_path}")
+        return 0
     try:
         result = run(args, argv)
     except RCAError as exc:

@@ -17,7 +17,8 @@ covers the most questions) gives the top-level ``cells``, ``r_bin_*`` and the he
 chunks) and correctness is ``acc`` (not an LLM judge).
 
 ``--rerender`` rewrites ``grade.json``/``.md``/``.png`` from the matrices stored in an existing
-``grade.json`` (recomputing the bin-level r from its cells) when the run files are not at hand.
+``grade.json`` (recomputing the bin-level r from its cells) when the run files are not at hand;
+``--markdown-only`` rewrites ``grade.md`` alone from it.
 
 Generation (``--generate-docs``): runs the generation pipeline on a subset of the bundled demo
 corpus with the packaged LLM (LLM steps cached, so reruns are instant) and records how many
@@ -62,10 +63,10 @@ from rag_complexity_agents.complexity.grade.matrix import (
     difficulty_items,
     matrix_markdown,
     save_heatmap,
-    supports_from_dataset,
 )
 from rag_complexity_agents.config import Config, default_home
 from rag_complexity_agents.eval.datasets import load_records, resolve_dataset
+from rag_complexity_agents.eval.grade import supports_from_dataset
 from rag_complexity_agents.eval.runner import read_run
 from rag_complexity_agents.models.embeddings import load_embedder
 
@@ -164,7 +165,7 @@ def generation(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     from rag_complexity_agents.complexity.grade.generate import GradeGenerator, write_jsonl
     from rag_complexity_agents.corpus.demo import DEMO_CORPUS
     from rag_complexity_agents.corpus.documents import iter_documents
-    from rag_complexity_agents.eval.cache import LLMCallCache
+    from rag_complexity_agents.models.cache import LLMCallCache
 
     ids = args.generate_docs.split(",")
     docs = [d for d in iter_documents(DEMO_CORPUS) if d.id in ids]
@@ -195,7 +196,39 @@ def generation(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     return data
 
 
+def _rates(values: dict[str, float]) -> str:
+    return " / ".join(f"{values[k]:.2f}" for k in sorted(values, key=int))
+
+
+def _r(value: float | None) -> str:
+    return "–" if value is None else f"{value:+.2f}"
+
+
+def summary_lines(matrices: dict[str, Any]) -> list[str]:
+    """One line per end-to-end row: its size, accuracy, error by hops and by D_r bin, and the
+    r statistics (the full matrices are in ``grade.json``)."""
+    lines = [
+        "| row | role | n | acc % | error by hops (2 / 3 / 4) | error by D_r bin (1–4) "
+        "| bin-level r, 2 hops | bin-level r, diagonal | item-level r, all |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, entry in matrices.items():
+        data = entry["data"]
+        n = f"{data['n']}" + (
+            f" of {data['planned_n']}" if data.get("planned_n", data["n"]) > data["n"] else ""
+        )
+        lines.append(
+            f"| {name} | {data.get('role', '–')} | {n} | {data.get('accuracy', 0) * 100:.1f} | "
+            f"{_rates(data['error_rate_by_hop'])} | {_rates(data['error_rate_by_bin'])} | "
+            f"{_r(data['r_bin_by_hop'].get('2'))} | {_r(data['r_bin_diagonal'])} | "
+            f"{_r(data['pearson_dr_accuracy_all'])} |"
+        )
+    return lines
+
+
 def markdown(results: dict[str, Any], primary: str, previous: str | None) -> str:
+    """``grade.md``: the primary row's full matrix, one summary line per other row, the
+    generation run and the kept analysis block."""
     lines = [
         "# GRADE: difficulty matrix on MuSiQue and generation on the demo corpus",
         "",
@@ -203,7 +236,8 @@ def markdown(results: dict[str, Any], primary: str, previous: str | None) -> str
         f"({results['dataset_questions']} questions with supporting paragraphs); D_r = 1 − min "
         "cosine (MiniLM) of the question with its supporting paragraphs; D_r quartile edges over "
         f"all questions: {', '.join(f'{e:.3f}' for e in results['dr_edges'])}; correctness = "
-        f"`{results['metric']}`.",
+        f"`{results['metric']}`. Each row is read from the end-to-end run file of that row "
+        "(`end_to_end.md`).",
         "",
     ]
     if results.get("command"):
@@ -216,22 +250,30 @@ def markdown(results: dict[str, Any], primary: str, previous: str | None) -> str
             "```",
             "",
         ]
-    for name, entry in results["_matrices"].items():
-        data = entry["data"]
-        size = f"n={data['n']}"
-        if data.get("planned_n"):
-            size += f" of {data['planned_n']} planned; {data['role']} row, `{data['model']}`"
-        lines.append(matrix_markdown(entry["matrix"], title=f"{name} ({size})"))
-        hop_rates = [data["error_rate_by_hop"][k] for k in sorted(data["error_rate_by_hop"])]
-        bin_rates = [data["error_rate_by_bin"][k] for k in sorted(data["error_rate_by_bin"])]
-        lines.append(
-            f"Error rises along hops: **{_monotone(hop_rates)}** "
-            f"({', '.join(f'{r:.2f}' for r in hop_rates)}); along D_r bins: "
-            f"**{_monotone(bin_rates)}** "
-            f"({', '.join(f'{r:.2f}' for r in bin_rates)}).\n"
-        )
+    matrices = results["_matrices"]
+    entry = matrices[primary]
+    data = entry["data"]
+    size = f"n={data['n']}"
+    if data.get("planned_n"):
+        size += f" of {data['planned_n']} planned; {data['role']} row, `{data['model']}`"
+    lines.append(matrix_markdown(entry["matrix"], title=f"{primary} ({size})"))
+    hop_rates = [data["error_rate_by_hop"][k] for k in sorted(data["error_rate_by_hop"])]
+    bin_rates = [data["error_rate_by_bin"][k] for k in sorted(data["error_rate_by_bin"])]
+    lines += [
+        f"Error rises along hops: **{_monotone(hop_rates)}** "
+        f"({', '.join(f'{r:.2f}' for r in hop_rates)}); along D_r bins: "
+        f"**{_monotone(bin_rates)}** ({', '.join(f'{r:.2f}' for r in bin_rates)}).",
+        "",
+        "### Every row",
+        "",
+        *summary_lines(matrices),
+        "",
+        "Error rates are 1 − acc; hops missing from a row's sample are left out. "
+        "The full matrix of every row is in `grade.json`.",
+        "",
+    ]
     if results.get("not_run"):
-        lines += [f"End-to-end rows without a run file yet: {', '.join(results['not_run'])}.", ""]
+        lines += [f"End-to-end rows without a run file: {', '.join(results['not_run'])}.", ""]
     gen = results.get("generation")
     if gen:
         lines += [
@@ -252,6 +294,28 @@ def markdown(results: dict[str, Any], primary: str, previous: str | None) -> str
         lines.append("")
     lines.append(previous or "<!-- analysis:start -->\n<!-- analysis:end -->")
     return "\n".join(lines) + "\n"
+
+
+def markdown_only(out: Path) -> int:
+    """Rewrite ``grade.md`` alone from the rows stored in ``out`` (JSON and PNG untouched)."""
+    if not out.is_file():
+        print(f"{out} does not exist; run the benchmark first", file=sys.stderr)
+        return 2
+    stored = json.loads(out.read_text(encoding="utf-8"))
+    primary = stored["primary_strategy"]
+    strategies = {
+        name: {"matrix": DifficultyMatrix.from_dict(data), "data": data}
+        for name, data in stored["strategies"].items()
+    }
+    ordered = {primary: strategies[primary]} | {k: v for k, v in strategies.items() if k != primary}
+    md_path = out.with_suffix(".md")
+    match = ANALYSIS.search(md_path.read_text(encoding="utf-8")) if md_path.is_file() else None
+    md_path.write_text(
+        markdown({**stored, "_matrices": ordered}, primary, match.group(0) if match else None),
+        encoding="utf-8",
+    )
+    print(f"wrote {md_path}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -276,7 +340,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="rewrite the outputs from the matrices stored in --out (no run files needed)",
     )
+    parser.add_argument(
+        "--markdown-only",
+        action="store_true",
+        help="rewrite only grade.md from the rows stored in --out",
+    )
     args = parser.parse_args(argv)
+    if args.markdown_only:
+        return markdown_only(Path(args.out))
     if args.rerender:
         return rerender(Path(args.out))
     config = Config().with_overrides(

@@ -727,7 +727,7 @@ def _on_demand_latency(real: np.ndarray, args: argparse.Namespace) -> dict[str, 
     from chromadb.config import Settings
 
     from rag_complexity_agents.corpus.graph import TopKGraph
-    from rag_complexity_agents.integrations.byo import make_chunk
+    from rag_complexity_agents.integrations.external import make_chunk
     from rag_complexity_agents.integrations.neighbours import ChromaSource, OnDemandGraph
 
     n, k, b = args.on_demand_size, args.on_demand_k, 16
@@ -917,9 +917,7 @@ def _scale_markdown(scale: dict[str, Any], analysis: str = "") -> str:
         "",
         "## Scale: approximate graph, 1M chunks, neighbours on demand",
         "",
-        "Each part records the command that produced it (`command` in the JSON); parts are "
-        "merged into this section run by run.",
-        "",
+        "Each part records the command that produced it (`command` in the JSON). "
         f"Vectors: {scale['real_rows']:,} real MiniLM paragraph embeddings, then "
         f"{FILLS[scale.get('fill', 'noisy')].format(noise=scale['noise'])}. `graph_recall` = "
         "mean |approximate top-k ∩ exact top-k| / k over evenly spaced sample rows of all rows "
@@ -942,9 +940,10 @@ def _scale_markdown(scale: dict[str, Any], analysis: str = "") -> str:
             f"| {row['loadavg_after']} |"
         )
     clustered = [r for r in scale["rows"] if r.get("clusters")]
+    extrapolated = [r for r in scale["rows"] if r.get("graph_seconds_extrapolated")]
+    notes = []
     if clustered:
-        lines += [
-            "",
+        notes.append(
             "Cluster rows (`TopKGraph.build(method='cluster')`; default parameters unless the "
             "spec gave C and P): "
             + "; ".join(
@@ -953,12 +952,10 @@ def _scale_markdown(scale: dict[str, Any], analysis: str = "") -> str:
                 for r in clustered
             )
             + ". CPU / wall ≈ 2 means both cores worked; under load the wall time is an upper "
-            "bound and CPU seconds / 2 estimates an idle machine's wall time.",
-        ]
-    extrapolated = [r for r in scale["rows"] if r.get("graph_seconds_extrapolated")]
+            "bound and CPU seconds / 2 estimates an idle machine's wall time."
+        )
     if extrapolated:
-        lines += [
-            "",
+        notes.append(
             "Rows with an index time: the HNSW index was built over all rows (measured), "
             "`rows_searched` rows were searched and the search time extrapolated to all rows; "
             "the full n × k output buffers were allocated and written, so peak RSS is the "
@@ -968,29 +965,14 @@ def _scale_markdown(scale: dict[str, Any], analysis: str = "") -> str:
                 f"{r['search_ms_per_row']} ms per row searched ({r['rows_searched']:,} rows)"
                 for r in extrapolated
             )
-            + ".",
-        ]
+            + "."
+        )
+    if notes:
+        lines += ["", " ".join(notes)]
     lines += ["", "Commands:", ""]
     lines += [f"- `{c}`" for c in dict.fromkeys(r.get("command", "") for r in scale["rows"]) if c]
     if scale.get("ef_sweep"):
-        lines += [
-            "",
-            "### HNSW parameters: recall against exact by efSearch",
-            "",
-            "One faiss index per (n, M, efConstruction); 150 sampled real rows and 150 sampled "
-            "fill rows, each against brute force. Search ms per row is for a batch of 300 rows "
-            "on the shared machine.",
-            "",
-            "| n | M | efConstruction | index s | k | efSearch | recall real | recall fill "
-            "| search ms/row | load before |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
-        ]
-        lines += [
-            f"| {r['n_chunks']:,} | {r['m']} | {r['ef_construction']} | {r['index_seconds']} "
-            f"| {r['k']} | {r['ef_search']} | {r['recall_real_rows']} | {r['recall_fill_rows']} "
-            f"| {r['search_ms_per_row']} | {r['loadavg_before']} |"
-            for r in scale["ef_sweep"]
-        ]
+        lines += _ef_sweep_markdown(scale["ef_sweep"])
         if scale.get("ef_sweep_command"):
             lines += ["", f"Command: `{scale['ef_sweep_command']}`"]
     if scale.get("cluster_sweep"):
@@ -1093,7 +1075,9 @@ def _scale_markdown(scale: dict[str, Any], analysis: str = "") -> str:
             lines += [
                 "",
                 f"Whole NAR queries ({od['nar_queries']} queries, {od['nar_params']}, "
-                f"{od['neighbours']} neighbours per document, cold cache per query):",
+                f"{od['neighbours']} neighbours per document, cold cache per query; top-10 "
+                "agreement of NAR on demand with NAR on the prebuilt graph: "
+                f"{od['nar_top10_agreement_on_demand_vs_prebuilt']}):",
                 "",
                 "| neighbours from | ms per query | store calls per query |",
                 "|---|---:|---:|",
@@ -1103,9 +1087,6 @@ def _scale_markdown(scale: dict[str, Any], analysis: str = "") -> str:
                 f"| {od['store_calls_per_query_on_demand_batched']} |",
                 f"| Chroma server, one look-up per document | {od['nar_ms_per_query_on_demand']} "
                 f"| {od['store_calls_per_query_on_demand']} |",
-                "",
-                "Top-10 agreement of NAR on demand with NAR on the prebuilt graph: "
-                f"{od['nar_top10_agreement_on_demand_vs_prebuilt']}.",
             ]
         if od.get("command"):
             lines += ["", f"Command: `{od['command']}`"]
@@ -1136,11 +1117,49 @@ def _build_cost_model(scale: dict[str, Any]) -> dict[int, tuple[float, float, fl
     return model
 
 
+def _ef_sweep_markdown(sweep: list[dict[str, Any]]) -> list[str]:
+    """The efSearch sweep, one line per (n, M, efConstruction, k) and one column per
+    efSearch: recall of the real / fill rows and search ms per row."""
+    efs = sorted({r["ef_search"] for r in sweep})
+    groups: dict[tuple[Any, ...], dict[int, dict[str, Any]]] = {}
+    for r in sweep:
+        key = (r["n_chunks"], r["m"], r["ef_construction"], r["index_seconds"], r["k"])
+        groups.setdefault(key, {})[r["ef_search"]] = r
+    lines = [
+        "",
+        "### HNSW parameters: recall against exact by efSearch",
+        "",
+        "One faiss index per (n, M, efConstruction); 150 sampled real rows and 150 sampled "
+        "fill rows, each against brute force. Cells: recall of the real rows / of the fill "
+        "rows (search ms per row, a batch of 300 rows on the shared machine; load "
+        + ", ".join(dict.fromkeys(str(r["loadavg_before"]) for r in sweep))
+        + ").",
+        "",
+        "| n | M | efConstruction | index s | k | "
+        + " | ".join(f"efSearch {ef}" for ef in efs)
+        + " |",
+        "|---:|---:|---:|---:|---:|" + "---|" * len(efs),
+    ]
+    for (n, m, efc, index_s, k), by_ef in groups.items():
+        cells = [
+            f"{by_ef[ef]['recall_real_rows']} / {by_ef[ef]['recall_fill_rows']} "
+            f"({by_ef[ef]['search_ms_per_row']})"
+            if ef in by_ef
+            else ""
+            for ef in efs
+        ]
+        lines.append(f"| {n:,} | {m} | {efc} | {index_s} | {k} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def _probe_recall_markdown(scale: dict[str, Any]) -> list[str]:
-    """The probe-recall table: recall by P from the clustering, and the modelled build time."""
+    """The probe-recall table, one line per number of candidates per row and one column per
+    cluster count C: the P giving those candidates, recall@k of the real / fill rows, and the
+    modelled build wall time."""
     rows = scale["probe_recall"]
     ks = sorted({int(key.rsplit("_", 1)[1]) for r in rows for key in r if "_at_" in key})
     model = _build_cost_model(scale)
+    clusters = sorted({(r["n_chunks"], r["clusters"]) for r in rows})
     lines = [
         "",
         "### Cluster blocks: recall by probed clusters P, from the clustering (no build)",
@@ -1151,25 +1170,35 @@ def _probe_recall_markdown(scale: dict[str, Any]) -> list[str]:
         "such neighbours (no graph built). Modelled build time: the measured cluster build "
         "at the same n (k = 100) minus its k-means and assignment, per candidate comparison "
         "(n · P · n / C), times this row's candidates, plus this row's timed k-means and "
-        "assignment; wall = CPU / (the measured build's CPU / wall).",
+        "assignment; wall = CPU / (the measured build's CPU / wall). Cells: P; "
+        + "; ".join(f"recall@{k} real / fill" for k in ks)
+        + "; modelled wall s. k-means + assignment CPU s: "
+        + ", ".join(
+            f"C = {c:,}: {next(r['kmeans_assign_cpu_seconds'] for r in rows if r['clusters'] == c)}"
+            for _, c in clusters
+        )
+        + "; load before "
+        + ", ".join(dict.fromkeys(str(r["loadavg_before"]) for r in rows))
+        + ".",
         "",
-        "| n | C | P | candidates per row | "
-        + " | ".join(f"recall@{k} real | recall@{k} fill" for k in ks)
-        + " | k-means + assign CPU s | modelled build CPU s | modelled wall s | load before |",
-        "|---:|---:|---:|---:|" + "---:|---:|" * len(ks) + "---:|---:|---:|---|",
+        "| n | candidates per row | " + " | ".join(f"C = {c:,}" for _, c in clusters) + " |",
+        "|---:|---:|" + "---|" * len(clusters),
     ]
+    cells: dict[tuple[int, int], dict[tuple[int, int], str]] = {}
     for r in rows:
-        est_cpu = est_wall = ""
+        wall = ""
         if r["n_chunks"] in model:
             per, cpu_per_wall, _ = model[r["n_chunks"]]
             cpu = r["kmeans_assign_cpu_seconds"] + per * r["n_chunks"] * r["candidates_per_row"]
-            est_cpu, est_wall = f"{cpu:,.0f}", f"{cpu / cpu_per_wall:,.0f}"
+            wall = f"; {cpu / cpu_per_wall:,.0f}"
+        recall = "; ".join(
+            f"{r[f'recall_real_at_{k}']:.2f} / {r[f'recall_fill_at_{k}']:.2f}" for k in ks
+        )
+        line = cells.setdefault((r["n_chunks"], r["candidates_per_row"]), {})
+        line[(r["n_chunks"], r["clusters"])] = f"P {r['probes']}: {recall}{wall}"
+    for (n, candidates), by_c in sorted(cells.items()):
         lines.append(
-            f"| {r['n_chunks']:,} | {r['clusters']:,} | {r['probes']} "
-            f"| {r['candidates_per_row']:,} | "
-            + " | ".join(f"{r[f'recall_real_at_{k}']} | {r[f'recall_fill_at_{k}']}" for k in ks)
-            + f" | {r['kmeans_assign_cpu_seconds']} | {est_cpu} | {est_wall} "
-            f"| {r['loadavg_before']} |"
+            f"| {n:,} | {candidates:,} | " + " | ".join(by_c.get(c, "") for c in clusters) + " |"
         )
     if scale.get("probe_recall_command"):
         lines += ["", f"Command: `{scale['probe_recall_command']}`"]

@@ -1,4 +1,4 @@
-"""Latency benchmark (issue 15): how close each strategy comes to its token compute floor.
+"""Latency benchmark: how close each strategy comes to its token compute floor.
 
 Run from the repository root on an otherwise idle machine::
 
@@ -484,7 +484,8 @@ def write_markdown(data: dict[str, Any], path: Path) -> None:
     lines = [
         "# Latency: warm and cold wall time against the token compute floor",
         "",
-        f"`{data['command']}` — {data['machine']}, threads {data['threads']}, "
+        f"Reproduce from the repository root: `.venv/bin/python {data['command']}` — "
+        f"{data['machine']}, threads {data['threads']}, "
         f"{data['questions']} question(s), {label}. Load average (1 min, this benchmark's "
         f"threads included): start {loads['start']}, end {loads['end']}, max {loads['max']}; "
         f"other processes' busy cores (the benchmark's own CPU excluded): peak {peak}. "
@@ -547,7 +548,7 @@ def collection_parts(prof: dict[str, Any]) -> str:
         "chroma_open_s": "Chroma",
         "first_search_s": "first search",
     }
-    if any(key not in prof for key in names):  # a profile of an earlier version
+    if any(key not in prof for key in names):  # a profile without the collection parts
         return ""
     return "(" + " + ".join(f"{label} {prof[key]}" for key, label in names.items()) + ")"
 

@@ -630,7 +630,7 @@ def summarise(
 def evaluate_targets(
     rows: list[dict[str, Any]], cells: dict, args: argparse.Namespace
 ) -> list[dict[str, Any]]:
-    """The issue's three acceptance targets, on MuSiQue sub-questions."""
+    """The three acceptance targets, on MuSiQue sub-questions."""
     targets = []
     by_key = {
         (r["dataset"], r["queries"], r["pool"], r["budget"], r["strategy"], r["scorer"]): r

@@ -44,7 +44,7 @@ Sampler = Callable[[Any, int], list[str]]
 
 
 class ShiftRescore:
-    """The former ASU rule as a batch hook: every score of the batch minus ln s."""
+    """The log-shift ASU rule as a batch hook: every score of the batch minus ln s."""
 
     def __init__(self, asu: AnswerSemanticUncertainty) -> None:
         self.asu = asu

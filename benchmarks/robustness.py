@@ -1,4 +1,4 @@
-"""Robustness benchmark (issue 17): parser fuzzing, concurrent writers, kill-and-resume, the
+"""Robustness benchmark: parser fuzzing, concurrent writers, kill-and-resume, the
 peak RSS of indexing a 100 MB text file, abstention on out-of-corpus questions, and load on
 the LangGraph server.
 
@@ -586,8 +586,8 @@ def abstention(
     from rag_complexity_agents.agents.registry import build_preset
     from rag_complexity_agents.agents.run import run_config
     from rag_complexity_agents.config import Config
-    from rag_complexity_agents.eval.harness import open_llm_cache
     from rag_complexity_agents.eval.strategies import EvalComponents
+    from rag_complexity_agents.models.cache import open_llm_cache
 
     modes: tuple[str, ...] = get_args(AbstainMode)
     rows = _earlier_rows(earlier)
@@ -998,7 +998,15 @@ def _abstention_lines(data: dict[str, Any]) -> list[str]:
             f"| {kind} | {row['questions']} | {row['exemplar_answers']} | {row['abstentions']} |"
         )
     modes = list(ab["modes"])
+    changed = [
+        row
+        for row in ab["rows"]
+        if any(row["answers"][m]["answer"] != row["unchecked"]["answer"] for m in modes)
+    ]
     lines += [
+        "",
+        f"The {len(changed)} questions on which a mode replaced the answer (all "
+        f"{len(ab['rows'])} are in `robustness.json`):",
         "",
         "| kind | question | unchecked answer | " + " | ".join(modes) + " |",
         "|---|---|---|" + "---|" * len(modes),
@@ -1007,7 +1015,7 @@ def _abstention_lines(data: dict[str, Any]) -> list[str]:
     def cell(text: str) -> str:
         return str(text).replace("|", "\\|").replace("\n", " ")[:80]
 
-    for row in ab["rows"]:
+    for row in changed:
         answers = " | ".join(cell(row["answers"][m]["answer"]) for m in modes)
         lines.append(
             f"| {row['kind']} | {cell(row['question'])} | {cell(row['unchecked']['answer'])} "
@@ -1066,10 +1074,14 @@ def _load_lines(data: dict[str, Any]) -> list[str]:
 
 def write_markdown(data: dict[str, Any], path: Path) -> None:
     lines = [
-        "# Robustness (issue 17)",
+        "# Robustness",
         "",
         f"Machine: {data['machine']}; each part was run on the shared 2 cores, with the load "
-        "average (1, 5, 15 min) at its start and end given beside it.",
+        "average (1, 5, 15 min) at its start and end given beside it. Reproduce from the "
+        "repository root: `HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python "
+        "benchmarks/robustness.py --parts parsers,writers,index,load,abstention` (one part "
+        "at a time keeps the others' stored values; `--render` rewrites this page from the "
+        "JSON).",
         "",
         f"## Parsers of model output ({_loadavg(data, 'parsers')})",
         "",

@@ -75,13 +75,13 @@ from rag_complexity_agents.complexity.rrcp_evaluators import (
 from rag_complexity_agents.config import Config, default_home
 from rag_complexity_agents.corpus.store import CorpusStore
 from rag_complexity_agents.errors import RCAError
-from rag_complexity_agents.eval.cache import CacheEntry, LLMCallCache
 from rag_complexity_agents.eval.datasets import (
     QARecord,
     build_pooled_corpus,
     load_records,
     resolve_dataset,
 )
+from rag_complexity_agents.models.cache import CacheEntry, LLMCallCache
 from rag_complexity_agents.retrieval.first_stage import HybridFirstStage
 
 COMPLEX = ("musique", "2wikimultihopqa", "hotpotqa")

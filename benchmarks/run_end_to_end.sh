@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the whole end-to-end plan of issue 20 in order, resumably: rerun to continue.
+# Run the whole end-to-end plan in order, resumably: rerun to continue.
 #
 #   nohup benchmarks/run_end_to_end.sh &          # from the repository root; returns at once
 #   tail -f ~/.cache/rag_complexity_agents/benchmarks/end_to_end.log
@@ -9,7 +9,7 @@
 # rewrites benchmarks/results/end_to_end.{json,md} with all rows finished so far, so partial
 # results can be committed at any time; `STAGES=report benchmarks/run_end_to_end.sh` only
 # rebuilds them. Finished questions are kept in the run files and LLM calls in the cache, so
-# a stage stopped at any point (end of a session, kill) continues where it was. A failing
+# a stage stopped at any point (e.g. killed) continues where it was. A failing
 # stage is logged and the next one runs. Only one runner at a time (a lock file).
 #
 # Environment (defaults in brackets):
@@ -17,11 +17,10 @@
 #   MODEL [llamacpp:qwen2.5-0.5b]   STRONG_MODEL [llamacpp:qwen2.5-coder-1.5b] ('' = none;
 #     needs the [qwen15b] extra)
 #   BEST_LOOPS [plan_execute]: the loops of the main and strong rows; the first is "the" best
-#     loop (the Δ-vs-best-loop column). Plan-and-execute replaced Self-Ask + SUNAR here after
-#     the dev rows of decomposition_dev.md and the main rows of end_to_end.md (on MuSiQue with
-#     the 0.5B both score 3-4% cover-EM; plan-and-execute takes 2.7 LLM calls a question,
-#     Self-Ask + SUNAR 8.9). Self-Ask + SUNAR stays an ablation row (n = 50; the ablation rows are
-#     the paper's loops not named here). Keep the value fixed across sessions
+#     loop (the Δ-vs-best-loop column). Plan-and-execute, chosen on the dev rows of
+#     decomposition_dev.md, scores like Self-Ask + SUNAR at a third or less of its LLM calls
+#     (end_to_end.md); Self-Ask + SUNAR is an ablation row (n = 50; the ablation rows are the
+#     paper's loops not named here). Keep the value fixed between calls
 #   STAGES [all, in this order]: main_single ceiling_evidence no_retrieval
 #     ceiling_decomposition main_loop strong_single strong_best strong_ceiling ablation peers
 #     strong_peers strong_loop strong_ablation report (strong_best: the first best loop with

@@ -172,7 +172,7 @@ print(tool.name, "|", tool.description[:60], "...")
 import json
 from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore
-from rag_complexity_agents.integrations.byo import from_langchain
+from rag_complexity_agents.integrations.byo_langchain import from_langchain
 from rag_complexity_agents.integrations.langchain import RCAEmbeddings
 
 rows = [json.loads(line) for line in DEMO_CORPUS.read_text().splitlines()][:40]
@@ -241,7 +241,7 @@ print(tool.metadata.name, tool.metadata.description)
 import json
 from llama_index.core import VectorStoreIndex
 from llama_index.core.schema import TextNode
-from rag_complexity_agents.integrations.byo import from_llamaindex
+from rag_complexity_agents.integrations.byo_llamaindex import from_llamaindex
 
 rows = [json.loads(line) for line in DEMO_CORPUS.read_text().splitlines()][:40]
 index = VectorStoreIndex([TextNode(id_=r["id"], text=r["text"], metadata={"title": r["title"]}) for r in rows])

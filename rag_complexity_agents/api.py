@@ -1,9 +1,10 @@
-"""The drop-in API: build our loops and retrievers from the objects a LangChain / LangGraph /
-LlamaIndex app already has.
+"""The drop-in API: build our pipelines and retrievers from the objects a LangChain /
+LangGraph / LlamaIndex app already has.
 
 * :func:`create_rag_agent` — a compiled LangGraph graph (like ``create_react_agent``): pass
-  your chat model, your embeddings and your store; pick the loop, the retrieval strategy and
-  MER; set the paper's knobs as keyword arguments.
+  your chat model, your embeddings and your store; pick a pipeline by name (default: the
+  measured best, :data:`~.config.pipelines.DEFAULT_PIPELINE`); set knobs as keyword
+  arguments by name or paper symbol (:mod:`~.config.knobs`).
 * :func:`rag_components` — the :class:`~.components.Components` behind it, which the
   retrievers (``SunarLangChainRetriever.from_defaults``,
   ``SunarLlamaIndexRetriever.from_defaults``) and the query engine
@@ -20,11 +21,15 @@ LlamaIndex index's ``embed_model``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from .components import Components
+from .agents.context import derive_components
+from .agents.registry import build_pipeline
+from .complexity.adaptive.pipeline import build_adaptive_router
 from .config import Config
-from .errors import ConfigError, InputError
+from .config.knobs import KnobValues, canonical, overrides_of
+from .config.pipelines import DEFAULT_PIPELINE, get_pipeline
+from .integrations.core import rag_components
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -32,106 +37,11 @@ if TYPE_CHECKING:
 
     from .models.base import Equivalence, Scorer
 
-KNOBS: dict[str, str] = {
-    "b": "nar.b",
-    "c": "nar.c",
-    "k": "answer.passages",
-    "m": "asu.m",
-    "l": "mer.l",
-    "max_steps": "agents.max_steps",
-}
-"""Keyword argument → config key of the paper's knobs: NAR batch size b and budget c, the k
-passages a question answered in one step is given (single-step RAG), ASU samples m, the
-paper's top-l (MER's evidences and, unless ``answer.sub_passages`` is set, the passages each
-sub-question is answered from), loop steps."""
-
-
-def _overrides(collection: str | None, knobs: dict[str, Any]) -> dict[str, Any]:
-    unknown = set(knobs) - set(KNOBS)
-    if unknown:
-        raise ConfigError(f"unknown knobs {', '.join(sorted(unknown))}; use {', '.join(KNOBS)}")
-    changes = {KNOBS[name]: value for name, value in knobs.items() if value is not None}
-    if collection is not None:
-        changes["collection"] = collection
-    return changes
-
-
-def _is_llamaindex(obj: Any) -> bool:
-    return type(obj).__module__.split(".")[0] == "llama_index"
-
-
-def _store_embeddings(store: Any) -> Any:
-    """The embedding model a LangChain store or a LlamaIndex index was built with, if any."""
-    store = getattr(store, "vectorstore", None) or store
-    for name in ("embeddings", "_embed_model", "embed_model"):
-        try:
-            found = getattr(store, name, None)
-        except (AttributeError, NotImplementedError, ValueError):
-            found = None
-        if found is not None:
-            return found
-    return None
-
-
-def rag_components(
-    llm: BaseChatModel | None = None,
-    *,
-    embeddings: Any = None,
-    vectorstore: Any = None,
-    retriever: Any = None,
-    index: Any = None,
-    documents: Sequence[Any] | None = None,
-    collection: str | None = None,
-    config: Config | None = None,
-    profile: str | None = "cpu",
-    scorer: Scorer | None = None,
-    equivalence: Equivalence | None = None,
-    **knobs: Any,
-) -> Components:
-    """:class:`~.components.Components` from your objects (see the module docstring).
-
-    ``llm``: any LangChain ``BaseChatModel`` (default: ``models.chat``). ``embeddings``: a
-    LangChain ``Embeddings`` or LlamaIndex ``BaseEmbedding``. ``documents``: every document of
-    your store (LangChain Documents or LlamaIndex nodes) when it cannot list them itself.
-    ``knobs``: ``b``, ``c``, ``k``, ``m``, ``l``, ``max_steps`` (see :data:`KNOBS`).
-    ``profile``: ``cpu`` shrinks the paper-sized knobs you did not set, ``paper`` keeps them.
-    """
-    from .profiles import apply_profile
-
-    sources = [s for s in (vectorstore, retriever, index) if s is not None]
-    if len(sources) > 1:
-        raise InputError("pass one first stage: vectorstore=, retriever= or index=")
-    cfg = config or Config()
-    changes = _overrides(collection, knobs)
-    if profile is not None:
-        changes["agents.profile"] = profile
-    cfg = apply_profile(cfg.with_overrides(changes) if changes else cfg, profile)
-    if not sources:
-        return Components(
-            cfg, chat=llm, embedder=embeddings, scorer=scorer, equivalence=equivalence
-        )
-    from .integrations.byo import from_langchain, from_llamaindex
-
-    source = sources[0]
-    embeddings = embeddings if embeddings is not None else _store_embeddings(source)
-    if index is not None or _is_llamaindex(source):
-        parts = from_llamaindex(
-            source, nodes=documents, config=cfg, profile=profile, embeddings=embeddings
-        )
-    else:
-        parts = from_langchain(
-            source, documents=documents, config=cfg, profile=profile, embeddings=embeddings
-        )
-    parts.inject(chat=llm, scorer=scorer, equivalence=equivalence)
-    return parts
-
 
 def create_rag_agent(
     llm: BaseChatModel | None = None,
     *,
-    loop: str = "plan_execute",
-    retrieval: str = "first_stage",
-    mer: bool = False,
+    pipeline: str = DEFAULT_PIPELINE,
     embeddings: Any = None,
     vectorstore: Any = None,
     retriever: Any = None,
@@ -139,35 +49,24 @@ def create_rag_agent(
     documents: Sequence[Any] | None = None,
     collection: str | None = None,
     config: Config | None = None,
-    profile: str | None = "cpu",
     scorer: Scorer | None = None,
     equivalence: Equivalence | None = None,
     checkpointer: Any = None,
     name: str | None = None,
-    b: int | None = None,
-    c: int | None = None,
-    k: int | None = None,
-    m: int | None = None,
-    l: int | None = None,  # noqa: E741 - the paper's symbol
-    max_steps: int | None = None,
+    **knobs: Unpack[KnobValues],
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """A compiled LangGraph graph that answers ``{"question": ...}`` with ``loop``
-    (``plan_execute`` | ``self_ask`` | ``react`` | ``searchain`` | ``ircot`` | ``cot`` |
-    ``single_step`` | ``no_retrieval``) over ``retrieval`` (``none`` | ``first_stage`` |
-    ``rerank`` | ``nar`` | ``sunar``), finishing with MER when ``mer``.
+    """A compiled LangGraph graph that answers ``{"question": ...}`` with the pipeline
+    ``pipeline`` (:data:`~.config.pipelines.PIPELINES`; default: the measured best).
 
-    The defaults are the end-to-end benchmark's best loop (plan-and-execute, first-stage
-    retrieval, no MER: :data:`~.integrations.core.DEFAULT_GRAPH`); the paper's full SUNAR is
-    ``loop="self_ask", retrieval="sunar", mer=True``.
-
-    The state it returns has ``answer`` and ``trace`` (the JSON trace). It works with
-    ``invoke`` / ``ainvoke`` / ``stream`` / ``astream``, any checkpointer
-    (``checkpointer=``, then pass a ``thread_id``) and per-run knobs in ``configurable`` or
-    the run context (:class:`~.agents.state.RunOptions`). Objects and knobs: see
-    :func:`rag_components`.
+    ``invoke`` returns ``answer``, ``sources`` (the passages it was drawn from) and ``trace``
+    (:class:`~.agents.state.Trace`). It works with ``invoke`` / ``ainvoke`` / ``stream`` /
+    ``astream``, any checkpointer (``checkpointer=``, then pass a ``thread_id``) and per-run
+    knobs in ``configurable`` or the run context. ``knobs`` (by name or paper symbol, e.g.
+    ``budget=8`` or ``c=8``) are this graph's own values; a knob the pipeline cannot use is
+    named in ``trace["notes"]``. Objects: see :func:`rag_components`.
     """
-    from .agents.registry import build_graph
-
+    chosen = get_pipeline(pipeline)
+    given = canonical(dict(knobs))
     parts = rag_components(
         llm,
         embeddings=embeddings,
@@ -177,25 +76,20 @@ def create_rag_agent(
         documents=documents,
         collection=collection,
         config=config,
-        profile=profile,
         scorer=scorer,
         equivalence=equivalence,
-        b=b,
-        c=c,
-        k=k,
-        m=m,
-        l=l,
-        max_steps=max_steps,
     )
-    return build_graph(
-        loop,
+    if chosen.router:
+        config = parts.config.with_overrides(overrides_of(given))
+        return build_adaptive_router(config, components=derive_components(parts, config))
+    return build_pipeline(
+        chosen,
         parts.config,
         components=parts,
-        retrieval=retrieval,
-        mer=mer,
         checkpointer=checkpointer,
-        name=name,
+        knobs=given,
+        graph_name=name,
     )
 
 
-__all__ = ["KNOBS", "create_rag_agent", "rag_components"]
+__all__ = ["create_rag_agent", "rag_components"]

@@ -1,12 +1,14 @@
-"""Text helpers shared across layers: answer normalisation, stop words, question validation."""
+"""Text helpers shared across layers: answer normalisation and cover-EM, the capped text a
+parser reads, stop words, question and collection-name validation."""
 
 from __future__ import annotations
 
 import re
 import string
 import unicodedata
+from collections.abc import Iterable, Sequence
 
-from .errors import InputError
+from .errors import CorpusError, InputError
 
 _STOPWORD_TEXT = """a an the of in on at to for from by with and or but is are was were be been
 being do does did what which who whom whose when where why how that this these those it its as
@@ -17,11 +19,62 @@ STOPWORDS: frozenset[str] = frozenset(_STOPWORD_TEXT.split())
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation)
 
+MAX_CHARS = 20_000
+"""Parsers read at most this many characters of a model's reply (:func:`as_text`)."""
+
+Golds = str | Iterable[str]
+"""One gold answer, or several (a primary answer and its aliases)."""
+
+#: Longest collection name. A name becomes a directory name (≤ 255 bytes on ext4, XFS, btrfs,
+#: APFS, NTFS; ≤ 143 on eCryptfs) and, with the files below it, part of paths that Windows
+#: caps at 260 characters; 100 ASCII characters fits all of them with room to spare.
+MAX_COLLECTION_NAME_CHARS = 100
+_NAME_RE = re.compile(
+    rf"^[A-Za-z0-9][A-Za-z0-9._-]{{1,{MAX_COLLECTION_NAME_CHARS - 2}}}[A-Za-z0-9]$"
+)
+
 
 def normalize_answer(text: str) -> str:
     """SQuAD normalisation: lower case, no punctuation, no articles, single spaces."""
     text = unicodedata.normalize("NFKC", text).lower().translate(_PUNCT)
     return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def gold_list(golds: Golds) -> list[str]:
+    """The gold answers as a list of strings (a single string is one answer)."""
+    if isinstance(golds, str):
+        return [golds]
+    return [str(g) for g in golds]
+
+
+def _contains_run(tokens: Sequence[str], run: Sequence[str]) -> bool:
+    n = len(run)
+    return any(list(tokens[i : i + n]) == list(run) for i in range(len(tokens) - n + 1))
+
+
+def cover_em(prediction: str | None, golds: Golds) -> float:
+    """1.0 if some normalised gold answer is a contiguous token run of the prediction.
+
+    SUNAR's "cover exact match". A gold answer that normalises to the empty string matches
+    only an empty prediction, so an empty prediction never covers anything else.
+    """
+    pred_tokens = normalize_answer(prediction or "").split()
+    for gold in gold_list(golds):
+        gold_tokens = normalize_answer(gold).split()
+        if not gold_tokens:
+            if not pred_tokens:
+                return 1.0
+            continue
+        if _contains_run(pred_tokens, gold_tokens):
+            return 1.0
+    return 0.0
+
+
+def as_text(value: object) -> str:
+    """A string to parse: non-strings become '', NULs are dropped, length is capped."""
+    if not isinstance(value, str):
+        return ""
+    return value[:MAX_CHARS].replace("\x00", " ")
 
 
 def validate_question(question: object, *, max_chars: int) -> str:
@@ -45,3 +98,14 @@ def validate_question(question: object, *, max_chars: int) -> str:
             "check its encoding"
         )
     return stripped
+
+
+def validate_collection_name(name: str) -> str:
+    """``name`` if it is a valid collection name, else CorpusError (one line)."""
+    if not _NAME_RE.match(name) or ".." in name:
+        shown = name if len(name) <= 40 else f"{name[:40]}… ({len(name)} characters)"
+        raise CorpusError(
+            f"invalid collection name {shown!r}: use 3–{MAX_COLLECTION_NAME_CHARS} characters "
+            "from letters, digits, '.', '_' and '-', starting and ending with a letter or digit"
+        )
+    return name

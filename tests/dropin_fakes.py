@@ -38,7 +38,7 @@ def lean_store(size: int = 64) -> tuple[DeterministicFakeEmbedding, InMemoryVect
 
 
 #: The paper's full SUNAR for ``create_rag_agent`` (its defaults are plan-and-execute).
-SUNAR = {"loop": "self_ask", "retrieval": "sunar", "mer": True}
+SUNAR = {"pipeline": "self_ask_sunar_mer"}
 
 LOOP_SCRIPTS: dict[str, Callable[[], Script]] = {
     "plan_execute": lambda: Script(

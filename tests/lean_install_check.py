@@ -44,7 +44,7 @@ def main() -> None:
     question = "Where was the director of Spirited Away born?"
     for loop, script in LOOP_SCRIPTS.items():
         chat = ScriptedChat(script=script())
-        agent = create_rag_agent(chat, loop=loop, vectorstore=store, b=2, c=4, m=2)
+        agent = create_rag_agent(chat, pipeline=loop, vectorstore=store, b=2, c=4, m=2)
         out = agent.invoke({"question": question})
         assert out["answer"], (loop, out)
         assert out["trace"]["loop"] == loop, out["trace"]

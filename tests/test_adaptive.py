@@ -118,6 +118,7 @@ def test_labelled_file_round_trip_and_bad_lines(tmp_path: Path) -> None:
 
 def test_collect_labels_runs_the_harness_with_registered_strategies(tmp_path: Path) -> None:
     """Real harness (run files, resume), scripted strategies: labels follow the outcomes."""
+    from rag_complexity_agents.eval.adaptive import collect_labels
     from rag_complexity_agents.eval.strategies import register_strategy
 
     answers = {
@@ -146,7 +147,7 @@ def test_collect_labels_runs_the_harness_with_registered_strategies(tmp_path: Pa
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     config = Config(corpus={"home": tmp_path / "home"}, eval={"llm_cache": False})
     strategies = {"A": "fake_a", "B": "fake_b", "C": "fake_c"}
-    out, counts = lab.collect_labels(
+    out, counts = collect_labels(
         config,
         [str(data)],
         tmp_path / "labels.jsonl",
@@ -162,7 +163,7 @@ def test_collect_labels_runs_the_harness_with_registered_strategies(tmp_path: Pa
     ]
     assert counts["A"] == counts["B"] == counts["C"] == 1 and counts["bias"] == 1
     assert calls == {"fake_a": 3, "fake_b": 3, "fake_c": 3}
-    lab.collect_labels(  # resumable: finished questions are not answered again
+    collect_labels(  # resumable: finished questions are not answered again
         config, [str(data)], out, strategies=strategies, runs_dir=tmp_path / "runs", progress=False
     )
     assert calls == {"fake_a": 3, "fake_b": 3, "fake_c": 3}

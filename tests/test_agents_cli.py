@@ -1,5 +1,5 @@
-"""``rca ask`` with the loops: the readable trace, --json, --stream, knobs, the single-step
-path and bad input — with a scripted fake chat model in place of the packaged one."""
+"""``rca ask`` with the pipelines: the default, the readable trace, --json, --stream, knobs,
+single-step and bad input — with a scripted fake chat model in place of the packaged one."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from rag_complexity_agents.cli import app
 from rag_complexity_agents.components import Components
+from rag_complexity_agents.config.pipelines import DEFAULT_PIPELINE
 
 runner = CliRunner()
 Q = "In which country was the director of Spirited Away born?"
@@ -33,6 +34,7 @@ def fake(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPat
                 "Thought 1: search\nAction 1: Search[Spirited Away]",
                 "Thought 2: done\nAction 2: Finish[Japan]",
             ],
+            plan="1. Who directed Spirited Away?\n2. Where was #1 born?",
             answer=["Hayao Miyazaki", "Tokyo, Japan"],
             asu="Hayao Miyazaki",
             mer="[Reasoning]: Miyazaki was born in Tokyo.\n[Final Answer]: Japan",
@@ -42,8 +44,22 @@ def fake(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPat
     return chat
 
 
-def test_default_is_self_ask_sunar_mer_with_a_readable_trace(fake: ScriptedChat) -> None:
-    result = runner.invoke(app, ["ask", Q])
+def test_default_is_the_default_pipeline(fake: ScriptedChat) -> None:
+    result = runner.invoke(app, ["ask", Q, "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output[result.output.index("{") :])
+    trace = payload["trace"]
+    assert trace["pipeline"] == DEFAULT_PIPELINE == "plan_execute"
+    assert (trace["loop"], trace["retrieval"], trace["mer_enabled"]) == (
+        "plan_execute",
+        "first_stage",
+        False,
+    )
+    assert payload["answer"] == "Tokyo, Japan" and fake.kinds()[0] == "plan"
+
+
+def test_self_ask_sunar_mer_with_a_readable_trace(fake: ScriptedChat) -> None:
+    result = runner.invoke(app, ["ask", Q, "--pipeline", "self_ask_sunar_mer"])
     assert result.exit_code == 0, result.output
     out = result.output
     assert "A: Japan" in out and "loop self_ask, retrieval sunar, MER on" in out
@@ -57,7 +73,10 @@ def test_default_is_self_ask_sunar_mer_with_a_readable_trace(fake: ScriptedChat)
 def test_json_knobs_and_other_loops(fake: ScriptedChat) -> None:
     result = runner.invoke(
         app,
-        ["ask", Q, "--json", "--loop", "react", "-r", "nar", "--no-mer", "--c", "4", "--b", "2"],
+        [
+            *("ask", Q, "--json", "-p", "react", "--retrieval", "nar", "--no-mer"),
+            *("--budget", "4", "--batch-size", "2"),
+        ],
     )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output[result.output.index("{") :])
@@ -65,19 +84,22 @@ def test_json_knobs_and_other_loops(fake: ScriptedChat) -> None:
     assert payload["answer"] == "Japan" and trace["loop"] == "react"
     assert trace["retrieval"] == "nar" and trace["mer"] is None
     assert trace["steps"][0]["retrieval"]["rounds"][0]["c"] == 4
+    assert trace["options"]["budget"] == 4 and trace["options"]["batch_size"] == 2
 
 
 def test_stream_shows_nodes_and_tokens(fake: ScriptedChat) -> None:
-    result = runner.invoke(app, ["ask", Q, "--stream", "--max-steps", "1"])
+    result = runner.invoke(
+        app, ["ask", Q, "-p", "self_ask_sunar_mer", "--stream", "--max-steps", "1"]
+    )
     assert result.exit_code == 0, result.output
     assert "· decompose" in result.output and "· mer" in result.output
     assert "Follow up: Who directed Spirited Away?" in result.output
     assert "A: Japan" in result.output
 
 
-def test_single_step_keeps_the_old_behaviour(fake: ScriptedChat) -> None:
+def test_single_step_answers_with_one_call(fake: ScriptedChat) -> None:
     result = runner.invoke(
-        app, ["ask", "Who directed Spirited Away?", "--loop", "single_step", "--json"]
+        app, ["ask", "Who directed Spirited Away?", "--pipeline", "single_step", "--json"]
     )
     assert result.exit_code == 0, result.output
     trace = json.loads(result.output[result.output.index("{") :])["trace"]
@@ -88,10 +110,10 @@ def test_single_step_keeps_the_old_behaviour(fake: ScriptedChat) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["ask", "", "--loop", "self_ask"], "the question is empty"),
+        (["ask", "", "--pipeline", "self_ask"], "the question is empty"),
         (["ask", "x" * 102_400], "102,400 characters long"),
-        (["ask", Q, "--loop", "tree"], "unknown loop 'tree'"),
-        (["ask", Q, "-r", "magic"], "agents.retrieval"),
+        (["ask", Q, "--pipeline", "tree"], "unknown pipeline 'tree'"),
+        (["ask", Q, "--retrieval", "magic"], "knob retrieval"),
         (["ask", Q, "-c", "no-such-collection"], "does not exist"),
     ],
 )

@@ -1,10 +1,11 @@
 """End to end with the real packaged chat model on the demo corpus (temperature 0, seed 0,
-the CPU profile: b = 2, c = 8, m = 3, l = 4, llama.cpp on the free cores), and the Studio
+the cpu preset: b = 2, c = 8, m = 3, l = 4, llama.cpp on the free cores), and the Studio
 server.
 
-* the README's main job, ``make demo``: the Makefile's ``rca ask`` line (plan-and-execute over
-  the first stage) on its DEMO_QUESTION;
-* the CLI default, Self-Ask + SUNAR + MER, on the same question (every paper part, really run);
+* the README's main job, ``make demo``: the Makefile's ``rca ask`` line (the default pipeline,
+  plan-and-execute over the first stage) on its DEMO_QUESTION;
+* ``rca ask --pipeline self_ask_sunar_mer`` on the same question (every paper part, really
+  run);
 * ReAct + NAR on a two-hop demo question;
 * ``langgraph dev`` on a free port with the offline settings: list the assistants over HTTP,
   run the Self-Ask + SUNAR graph to completion through the API (SmolLM2 and tiny knobs via
@@ -29,10 +30,11 @@ import pytest
 from agent_fakes import demo_home
 from typer.testing import CliRunner
 
-from rag_complexity_agents.agents.registry import build_preset
+from rag_complexity_agents.agents.registry import build_pipeline
 from rag_complexity_agents.agents.run import run_graph
 from rag_complexity_agents.cli import app
 from rag_complexity_agents.config import Config
+from rag_complexity_agents.config.pipelines import DEFAULT_PIPELINE
 from rag_complexity_agents.corpus.demo import load_demo_questions
 from rag_complexity_agents.text import normalize_answer
 
@@ -55,9 +57,9 @@ def _demo_question() -> str:
 
 
 def _demo_ask_options() -> list[str]:
-    """The options of the Makefile's ``rca ask`` line (``make demo``)."""
+    """The options of the Makefile's ``rca ask`` line (``make demo``; none: the default)."""
     match = re.search(
-        r'^\t\$\(RCA\) ask (.*) "\$\(DEMO_QUESTION\)"$', (ROOT / "Makefile").read_text(), re.M
+        r'^\t\$\(RCA\) ask(.*) "\$\(DEMO_QUESTION\)"$', (ROOT / "Makefile").read_text(), re.M
     )
     assert match, "make demo runs rca ask on DEMO_QUESTION"
     return match.group(1).split()
@@ -93,6 +95,7 @@ def test_main_job_make_demo(home: Path, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("RCA_CORPUS__HOME", str(home))
     question = _demo_question()
     answer, trace = _ask_json([*_demo_ask_options(), question])
+    assert trace["pipeline"] == DEFAULT_PIPELINE
     assert (trace["loop"], trace["retrieval"], trace["mer_enabled"]) == (
         "plan_execute",
         "first_stage",
@@ -103,11 +106,11 @@ def test_main_job_make_demo(home: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert _right(question, answer), trace
 
 
-def test_cli_default_self_ask_sunar_mer(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_self_ask_sunar_mer(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _needs_model("qwen2.5-0.5b")
     monkeypatch.setenv("RCA_CORPUS__HOME", str(home))
     question = _demo_question()
-    answer, trace = _ask_json([question])
+    answer, trace = _ask_json(["--pipeline", "self_ask_sunar_mer", question])
     assert (trace["loop"], trace["retrieval"], trace["mer_enabled"]) == ("self_ask", "sunar", True)
     # sub-questions with their retrieval
     assert trace["sub_questions"] and all(s["retrieval"]["rounds"] for s in trace["steps"])
@@ -132,7 +135,7 @@ def test_cli_default_self_ask_sunar_mer(home: Path, monkeypatch: pytest.MonkeyPa
 def test_react_nar_answers_a_two_hop_question(home: Path) -> None:
     _needs_model("qwen2.5-0.5b")
     question = next(q for q in load_demo_questions() if q["id"] == "q23")  # Amazon → Princeton
-    graph = build_preset("react_nar", Config(corpus={"home": home}, graph={"k": 16}))
+    graph = build_pipeline("react_nar", Config(corpus={"home": home}, graph={"k": 16}))
     started = time.perf_counter()
     result = run_graph(graph, question["question"], options={"max_steps": 2})
     seconds = time.perf_counter() - started
@@ -186,7 +189,7 @@ def test_langgraph_dev_serves_the_loops(home: Path, tmp_path: Path) -> None:
         **spec["env"],
         "LANGGRAPH_NO_VERSION_CHECK": "true",
         "RCA_CORPUS__HOME": str(home),
-        # the served graphs take no model from a client (issue 17): the server's config picks it
+        # the served graphs take no model from a client: the server's config picks it
         "RCA_MODELS__CHAT": "llamacpp:smollm2-135m",
     }
     log = (tmp_path / "server.log").open("w")
@@ -290,7 +293,7 @@ def test_self_ask_forced_final_line_is_written_under_its_grammar(home: Path) -> 
             models={"chat": "llamacpp:smollm2-135m", "n_threads": 1},
             agents={"structured_output": structured_output},
         )
-        graph = build_preset("self_ask", config)
+        graph = build_pipeline("self_ask", config)
         return run_graph(graph, _demo_question(), options={"max_steps": 1}).trace
 
     constrained, free = run("auto"), run("off")

@@ -15,14 +15,14 @@ import pytest
 from agent_fakes import Script, ScriptedChat, demo_config, demo_home
 
 from rag_complexity_agents.agents.plan_execute import is_chain
-from rag_complexity_agents.agents.registry import PRESETS, build_graph, build_preset
+from rag_complexity_agents.agents.registry import build_pipeline
 from rag_complexity_agents.agents.retrieve import expand_query
 from rag_complexity_agents.agents.run import arun_graph, astream_graph, run_graph, stream_graph
 from rag_complexity_agents.agents.trace import build_trace
 from rag_complexity_agents.components import Components
 from rag_complexity_agents.config import Config
+from rag_complexity_agents.config.pipelines import PIPELINES
 from rag_complexity_agents.errors import CorpusError, InputError, ModelServerError
-from rag_complexity_agents.profiles import apply_profile
 from rag_complexity_agents.types import RunResult
 
 Q = "In which country was the director of Spirited Away born?"
@@ -50,12 +50,12 @@ def make(parts: Components, script: Script, **sections: Any) -> tuple[Components
 
 
 def run(
-    parts: Components, preset: str, script: Script, question: str = Q, **kwargs: Any
+    parts: Components, pipeline: str, script: Script, question: str = Q, **kwargs: Any
 ) -> tuple[RunResult, ScriptedChat]:
     options = kwargs.pop("options", None)
     recursion_limit = kwargs.pop("recursion_limit", None)
     derived, chat = make(parts, script, **kwargs)
-    graph = build_preset(preset, derived.config, components=derived)
+    graph = build_pipeline(pipeline, derived.config, components=derived)
     result = run_graph(graph, question, options=options, recursion_limit=recursion_limit)
     json.dumps(result.trace)  # always JSON-serialisable
     return result, chat
@@ -221,10 +221,10 @@ def test_searchain_unsolved_query_is_filled_then_final(parts: Components) -> Non
 PLAN = "1. Who directed Spirited Away?\n2. Where was #1 born?"
 
 
-@pytest.mark.parametrize("preset", ["plan_execute", "plan_execute_sunar"])
-def test_plan_execute_answers_the_plan_in_order(parts: Components, preset: str) -> None:
+@pytest.mark.parametrize("pipeline", ["plan_execute", "plan_execute_sunar"])
+def test_plan_execute_answers_the_plan_in_order(parts: Components, pipeline: str) -> None:
     script = Script(plan=PLAN, answer=["Hayao Miyazaki", "Tokyo, Japan"], asu="Hayao Miyazaki")
-    result, chat = run(parts, preset, script)
+    result, chat = run(parts, pipeline, script)
     t = result.trace
     assert [s["sub_question"] for s in t["steps"]] == [
         "Who directed Spirited Away?",
@@ -348,7 +348,7 @@ def test_baselines(parts: Components) -> None:
     assert cot.answer == "Japan" and cot.trace["retrieval_calls"] == 1
     single, chat = run(parts, "single_step_sunar", Script(answer="Hayao Miyazaki", asu="x"))
     assert single.answer == "Hayao Miyazaki" and "asu" in chat.kinds()
-    alone, chat = run(parts, "no_retrieval_graph", Script(no_retrieval="Japan"))
+    alone, chat = run(parts, "no_retrieval", Script(no_retrieval="Japan"))
     assert alone.answer == "Japan" and alone.trace["retrieval_calls"] == 0
     assert chat.kinds() == ["no_retrieval"]
     broken, _ = run(parts, "cot", Script(cot=""))
@@ -497,27 +497,28 @@ def test_per_run_knobs_via_configurable_and_context(parts: Components) -> None:
     rnd = t["steps"][0]["retrieval"]["rounds"][0]
     assert rnd["c"] == 4 and [len(b["ids"]) for b in rnd["batches"]] == [2, 2]
     assert all(len(b["answers"]) == 2 for b in rnd["batches"])
-    assert t["options"]["b"] == 2 and t["options"]["graph"] == "self_ask_sunar_mer"
+    assert t["options"]["batch_size"] == 2 and t["options"]["graph"] == "self_ask_sunar_mer"
     # the same knobs through the run context (what Studio's assistant context sends)
     derived, _ = make(parts, spirited())
-    graph = build_preset("self_ask_sunar_mer", derived.config, components=derived)
+    graph = build_pipeline("self_ask_sunar_mer", derived.config, components=derived)
     state = graph.invoke({"question": Q}, context={"max_steps": 1, "mer": False, "c": 4})
-    assert len(state["steps"]) == 1 and state["trace"]["mer"] is None
+    assert len(state["trace"]["steps"]) == 1 and state["trace"]["mer"] is None
 
 
 def test_unknown_options_fail_clearly(parts: Components) -> None:
     from rag_complexity_agents.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="retrieval strategy"):
+    with pytest.raises(ConfigError, match="knob retrieval.*'sunar'.*got 'magic'"):
         run(parts, "self_ask", spirited(), options={"retrieval": "magic"})
-    with pytest.raises(ConfigError, match="unknown loop"):
-        build_graph("tree_of_thought")
+    with pytest.raises(ConfigError, match="unknown pipeline"):
+        build_pipeline("tree_of_thought")
 
 
-def test_cpu_profile_changes_only_defaults() -> None:
-    cfg = apply_profile(Config(nar={"b": 7}))
+def test_presets_are_starting_points_that_explicit_values_override() -> None:
+    cfg = Config(nar={"b": 7})
     assert cfg.nar.b == 7 and cfg.nar.c == 8 and cfg.asu.m == 3 and cfg.models.n_threads is None
-    assert apply_profile(Config(agents={"profile": "paper"})).nar.c == 100
+    assert Config.preset("paper").nar.c == 100
+    assert Config.preset("paper").with_overrides({"nar.b": 7}).nar.b == 7
 
 
 # ------------------------------------------------------------------------------ bounds, runtime
@@ -533,10 +534,10 @@ def test_recursion_limit_never_surfaces(parts: Components) -> None:
         assert result.answer and result.trace["stop_reason"] in ("recursion_limit", "max_steps")
     # straight graph.invoke: the loop concludes before LangGraph's limit
     derived, _ = make(parts, script, agents={"max_steps": 20})
-    state = build_preset("self_ask", derived.config, components=derived).invoke(
+    state = build_pipeline("self_ask", derived.config, components=derived).invoke(
         {"question": Q}, {"recursion_limit": 30}
     )
-    assert state["stop_reason"] == "recursion_limit" and state["answer"]
+    assert state["trace"]["stop_reason"] == "recursion_limit" and state["answer"]
 
 
 def test_sqlite_checkpointer_and_thread_reuse(parts: Components, tmp_path: Path) -> None:
@@ -546,7 +547,7 @@ def test_sqlite_checkpointer_and_thread_reuse(parts: Components, tmp_path: Path)
         sqlite3.connect(str(tmp_path / "checkpoints.sqlite"), check_same_thread=False)
     )
     derived, _ = make(parts, spirited())
-    graph = build_preset(
+    graph = build_pipeline(
         "self_ask_sunar_mer", derived.config, components=derived, checkpointer=saver
     )
     first = run_graph(graph, Q, thread_id="t1")
@@ -564,7 +565,7 @@ def test_sqlite_checkpointer_and_thread_reuse(parts: Components, tmp_path: Path)
 
 def test_streaming_updates_and_tokens(parts: Components) -> None:
     derived, _ = make(parts, spirited())
-    graph = build_preset("self_ask_nar_mer", derived.config, components=derived)
+    graph = build_pipeline("self_ask_nar_mer", derived.config, components=derived)
     events = list(stream_graph(graph, Q))
     nodes = [node for mode, payload in events if mode == "updates" for node in payload]
     assert nodes[:3] == ["start", "decompose", "retrieve"] and nodes[-2:] == ["mer", "finish"]
@@ -574,7 +575,7 @@ def test_streaming_updates_and_tokens(parts: Components) -> None:
 
 def test_async_run_and_stream(parts: Components) -> None:
     derived, _ = make(parts, spirited())
-    graph = build_preset("self_ask_sunar_mer", derived.config, components=derived)
+    graph = build_pipeline("self_ask_sunar_mer", derived.config, components=derived)
 
     async def go() -> tuple[RunResult, list[str]]:
         result = await arun_graph(graph, Q)
@@ -611,14 +612,14 @@ def test_non_english_question_gets_an_answer(parts: Components) -> None:
 def test_model_down_is_a_clear_error(parts: Components) -> None:
     derived, chat = make(parts, spirited())
     chat.fail_with = ConnectionRefusedError("[Errno 111] Connection refused")
-    graph = build_preset("self_ask_sunar_mer", derived.config, components=derived)
+    graph = build_pipeline("self_ask_sunar_mer", derived.config, components=derived)
     with pytest.raises(ModelServerError, match=r"chat model failed.*Connection refused"):
         run_graph(graph, Q)
 
 
 def test_missing_collection_fails_before_any_llm_call(parts: Components) -> None:
     derived, chat = make(parts, spirited(), collection="no-such-collection")
-    graph = build_preset("self_ask_sunar_mer", derived.config, components=derived)
+    graph = build_pipeline("self_ask_sunar_mer", derived.config, components=derived)
     with pytest.raises(CorpusError, match="does not exist"):
         run_graph(graph, Q)
     assert chat.calls == []
@@ -627,14 +628,14 @@ def test_missing_collection_fails_before_any_llm_call(parts: Components) -> None
 # ------------------------------------------------------------------------------ registry, harness
 
 
-def test_every_agent_strategy_is_a_preset_and_runs_in_the_harness(parts: Components) -> None:
+def test_every_pipeline_is_a_strategy_and_runs_in_the_harness(parts: Components) -> None:
     from rag_complexity_agents.eval.strategies import (
-        AGENT_STRATEGIES,
         EvalComponents,
+        available_strategies,
         build_strategy,
     )
 
-    assert set(AGENT_STRATEGIES) <= set(PRESETS)
+    assert set(PIPELINES) <= {spec.name for spec in available_strategies()}
     components = EvalComponents(demo_config(parts.config.corpus.home))
     components.store = parts.store  # type: ignore[misc]
     components.chat = ScriptedChat(script=spirited())  # type: ignore[misc]

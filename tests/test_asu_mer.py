@@ -7,14 +7,11 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from agent_fakes import Script, ScriptedChat
 
 from rag_complexity_agents.models.equivalence import LexicalEquivalence, NLIEquivalence, Verdict
 from rag_complexity_agents.retrieval.asu import (
@@ -77,18 +74,6 @@ class CountingEquivalence:
     def equivalent(self, a: str, b: str, *, question: str | None = None) -> bool:
         self.pairs.append((a, b, question))
         return a.lower()[:3] == b.lower()[:3]
-
-
-class FakeChat:
-    """invoke() returns canned replies in turn; no sample() method."""
-
-    def __init__(self, replies: Sequence[str]) -> None:
-        self.replies = list(replies)
-        self.calls: list[dict[str, Any]] = []
-
-    def invoke(self, messages: Any, **kwargs: Any) -> SimpleNamespace:
-        self.calls.append({"messages": messages, **kwargs})
-        return SimpleNamespace(content=self.replies[(len(self.calls) - 1) % len(self.replies)])
 
 
 ANSWERS = ["Paris", "paris.", "The city of Paris", "Lyon", "Paris, France"]
@@ -241,28 +226,13 @@ def test_asu_as_a_nar_hook_penalises_uncertain_batches() -> None:
     assert json.dumps(result.trace.to_dict())
 
 
-class SeededChat(BaseChatModel):
-    """A LangChain chat model whose reply is picked by its ``seed`` field."""
-
-    replies: list[str]
-    seed: int = 0
-    temperature: float = 0.0
-
-    @property
-    def _llm_type(self) -> str:
-        return "seeded-fake"
-
-    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any):
-        text = self.replies[self.seed % len(self.replies)]
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
-
-
 def test_draw_samples_and_the_asu_prompt() -> None:
     messages = build_asu_messages("Who?", [doc("a", 1.0, "x " * 500)], max_passage_chars=60)
     assert len(messages[-1][1]) < 200 and messages[-1][1].endswith("Question: Who?\nAnswer:")
-    chat = SeededChat(replies=["Paris.", "Answer: Paris", "Lyon"])
-    replies = draw_samples(chat, messages, 3, temperature=0.3, seed=3, max_tokens=9)
-    assert replies == ["Paris.", "Answer: Paris", "Lyon"]  # seeds 3, 4, 5
+    replies = ["Paris.", "Answer: Paris", "Lyon"]  # picked by the call's seed
+    chat = ScriptedChat(reply=lambda prompt: replies[prompt.chat.seed % len(replies)])
+    drawn = draw_samples(chat, messages, 3, temperature=0.3, seed=3, max_tokens=9)
+    assert drawn == ["Paris.", "Answer: Paris", "Lyon"]  # seeds 3, 4, 5
     asu = AnswerSemanticUncertainty(LexicalEquivalence(), chat=chat, m=3)
     feedback = asu("Who?", [doc("a", 1.0)], 0)
     assert feedback.info["s"] == 2 and feedback.info["cluster_answers"] == ["Paris", "Lyon"]
@@ -337,8 +307,10 @@ def test_collect_evidence_rescores_the_pooled_top_l_against_the_question() -> No
 
 
 def test_meta_evidence_reasoner_with_a_format_breaking_model() -> None:
-    chat = FakeChat(["The passages show he was born in Tokyo. So the answer is Tokyo."])
-    mer = MetaEvidenceReasoner(chat, max_tokens=64)  # type: ignore[arg-type]
+    chat = ScriptedChat(
+        script=Script(default="The passages show he was born in Tokyo. So the answer is Tokyo.")
+    )
+    mer = MetaEvidenceReasoner(chat, max_tokens=64)
     result = mer("Where was he born?", [("Who?", "Miyazaki")], [doc("e1", 1.0)])
     assert (result.answer, result.method, result.evidence_ids) == ("Tokyo", "answer_is", ["e1"])
     assert chat.calls[0]["max_tokens"] == 64 and "\nQuestion:" in chat.calls[0]["stop"]

@@ -87,7 +87,7 @@ def test_byo_chroma_server_neighbours_on_demand_match_the_built_graph(
     from langchain_core.documents import Document
 
     from rag_complexity_agents.corpus.demo import DEMO_CORPUS
-    from rag_complexity_agents.integrations.byo import from_langchain
+    from rag_complexity_agents.integrations.byo_langchain import from_langchain
     from rag_complexity_agents.integrations.langchain import RCAEmbeddings
     from rag_complexity_agents.integrations.neighbours import ChromaSource, OnDemandGraph
 

@@ -1,4 +1,4 @@
-"""Cold start of ``rca ask`` (issue 15): query-time embedding without sentence-transformers
+"""Cold start of ``rca ask``: query-time embedding without sentence-transformers
 (the NumPy twin of the packaged MiniLM gives the same vectors) and the libraries a fresh
 ``rca ask`` process no longer imports."""
 

@@ -4,16 +4,26 @@ from pathlib import Path
 
 import pytest
 
-from rag_complexity_agents.config import Config, is_set, load_config
+from rag_complexity_agents.config import PRESETS, Config, load_config
 from rag_complexity_agents.errors import ConfigError, InputError
-from rag_complexity_agents.profiles import apply_profile
 from rag_complexity_agents.text import normalize_answer, validate_question
 
 
-def test_defaults_follow_the_paper() -> None:
+def test_defaults_are_the_cpu_preset_and_the_paper_preset_the_papers() -> None:
     cfg = Config()
-    assert cfg.graph.k == 100
-    assert cfg.retrieval.first_stage_k == 100
+    assert cfg == Config.preset("cpu")
+    assert (cfg.graph.k, cfg.retrieval.first_stage_k, cfg.nar.b, cfg.nar.c) == (100, 20, 2, 8)
+    paper = Config.preset("paper")
+    assert (paper.retrieval.first_stage_k, paper.nar.b, paper.nar.c, paper.asu.m) == (
+        100,
+        16,
+        100,
+        10,
+    )
+    assert (paper.mer.l, paper.answer.sub_passages) == (10, 10)
+    assert set(PRESETS) == {"cpu", "paper"}
+    with pytest.raises(ConfigError, match="unknown preset 'gpu'"):
+        Config.preset("gpu")
 
 
 def test_toml_env_and_overrides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,31 +64,26 @@ def test_normalize_answer() -> None:
     assert normalize_answer("an Apple a day") == "apple day"
 
 
-def test_cpu_profile_fills_in_only_what_nobody_set(
+def test_files_and_environment_are_read_only_when_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # an explicit value equal to the paper default is the user's choice: it stays
-    assert apply_profile(Config().with_overrides({"nar.c": 100}), "cpu").nar.c == 100
     toml = tmp_path / "rca.toml"
-    toml.write_text("[nar]\nc = 100\n")
-    from_file = apply_profile(load_config(toml), "cpu")
-    assert from_file.nar.c == 100 and from_file.nar.b == 2 and from_file.asu.m == 3
-    # overrides keep what was set before them
-    assert apply_profile(load_config(toml).with_overrides({"nar.b": 4}), "cpu").nar.c == 100
-    monkeypatch.setenv("RCA_NAR__C", "100")
-    assert apply_profile(Config(), "cpu").nar.c == 100
-    monkeypatch.delenv("RCA_NAR__C")
-    # what nobody set takes the profile's value; 'paper' keeps the paper's
-    unset = apply_profile(Config(), "cpu")
-    assert unset.nar.c == 8 and unset.models.n_threads is None  # free cores
-    assert apply_profile(Config(), "paper").nar.c == 100
-    assert is_set(unset, "nar.c") and not is_set(Config(), "nar.c")
-    with pytest.raises(ConfigError, match=r"unknown agents\.profile"):
-        apply_profile(Config(), "gpu")
+    toml.write_text('preset = "paper"\n[nar]\nc = 50\n')
+    monkeypatch.setenv("RCA_CONFIG", str(toml))
+    monkeypatch.setenv("RCA_ASU__M", "5")
+    monkeypatch.chdir(tmp_path)
+    assert Config() == Config.preset("cpu")  # the library never reads them on its own
+    cfg = Config.from_env()
+    assert (cfg.nar.c, cfg.nar.b, cfg.asu.m) == (50, 16, 5)  # file over preset, env over file
+    assert Config.from_env(preset="cpu").nar.b == 2  # an explicit preset wins over the file's
+    env = {"RCA_NAR__B": "4", "RCA_DATA_DIR": "/x", "RCA_HOME": "/y"}  # not config keys
+    assert Config.from_env(toml, environ=env).nar.b == 4
+    with pytest.raises(ConfigError, match=r"nar\.b"):
+        Config.from_env(toml, environ={"RCA_NAR__B": "many"})
 
 
 def test_nar_params_are_checked_in_one_place() -> None:
-    with pytest.raises(ConfigError, match="batch size b must be at least 1"):
+    with pytest.raises(ConfigError, match=r"nar\.b: Input should be greater than or equal to 1"):
         Config().with_overrides({"nar.b": 0})
     assert Config().with_overrides({"nar.c": 0}).nar.c == 0  # scores nothing: first-stage order
     with pytest.raises(ConfigError, match="greater than or equal"):

@@ -1,4 +1,4 @@
-"""Self-Ask that decomposes (issue 20): the bridge entity carried into the next hop, each
+"""Self-Ask that decomposes: the bridge entity carried into the next hop, each
 hop's NAR pool holding the earlier hops' documents, sub-questions answered from the top-l,
 evidence-driven stopping and abstention. Scripted chat over the real demo collection."""
 
@@ -12,12 +12,12 @@ import pytest
 from agent_fakes import Script, ScriptedChat, demo_config, demo_home
 
 from rag_complexity_agents.agents.context import AgentContext, derive_components
-from rag_complexity_agents.agents.registry import build_preset
+from rag_complexity_agents.agents.registry import build_pipeline
 from rag_complexity_agents.agents.retrieve import bridge_query
 from rag_complexity_agents.agents.run import run_graph
 from rag_complexity_agents.components import Components
 from rag_complexity_agents.config import Config
-from rag_complexity_agents.profiles import apply_profile
+from rag_complexity_agents.config.pipelines import get_pipeline
 from rag_complexity_agents.types import RunResult
 
 Q = "In which country was the director of Spirited Away born?"
@@ -30,15 +30,20 @@ def parts(tmp_path_factory: pytest.TempPathFactory) -> Components:
 
 
 def run(
-    parts: Components, preset: str, script: Script, **sections: Any
+    parts: Components, pipeline: str, script: Script, **sections: Any
 ) -> tuple[RunResult, ScriptedChat]:
     cfg = demo_config(parts.config.corpus.home, **sections)
     derived = derive_components(parts, cfg)
     chat = ScriptedChat(script=script)
     derived.chat = chat  # type: ignore[misc]
-    result = run_graph(build_preset(preset, derived.config, components=derived), Q)
+    result = run_graph(build_pipeline(pipeline, derived.config, components=derived), Q)
     json.dumps(result.trace)
     return result, chat
+
+
+def context(config: Config) -> AgentContext:
+    """A Self-Ask run's context without components (enough for the passage counts)."""
+    return AgentContext(config=config, parts=None, options={}, pipeline=get_pipeline("self_ask"))  # type: ignore[arg-type]
 
 
 def humans(chat: ScriptedChat, kind: str) -> list[str]:
@@ -57,13 +62,11 @@ def test_bridge_query() -> None:
 
 
 def test_sub_questions_get_the_papers_l_and_the_question_gets_k() -> None:
-    paper = apply_profile(Config(agents={"profile": "paper"}))
-    cpu = apply_profile(Config())
-    ctx = AgentContext(config=paper, parts=None, options={})  # type: ignore[arg-type]
+    paper = Config.preset("paper")
+    ctx = context(paper)
     assert ctx.sub_passages == 10 and ctx.keep_k == 10  # the paper's top-l
-    assert AgentContext(config=cpu, parts=None, options={}).sub_passages == 3  # type: ignore[arg-type]
-    own = Config(answer={"sub_passages": 2})
-    assert AgentContext(config=own, parts=None, options={}).sub_passages == 2  # type: ignore[arg-type]
+    assert context(Config()).sub_passages == 3  # the cpu preset
+    assert context(Config(answer={"sub_passages": 2})).sub_passages == 2
 
 
 def test_hops_carry_the_bridge_and_the_earlier_evidence(parts: Components) -> None:
@@ -178,10 +181,10 @@ def test_later_hops_read_the_passages_no_earlier_step_read_first(parts: Componen
         ],
     }
     l2 = Config(answer={"sub_passages": 2})
-    ctx = AgentContext(config=l2, parts=None, options={})  # type: ignore[arg-type]
+    ctx = context(l2)
     assert [d["id"] for d in shown_docs(ctx, state, 1)] == ["a", "e"]
     fresh = l2.model_copy(update={"agents": l2.agents.model_copy(update={"fresh_evidence": True})})
-    ctx = AgentContext(config=fresh, parts=None, options={})  # type: ignore[arg-type]
+    ctx = context(fresh)
     assert [d["id"] for d in shown_docs(ctx, state, 0)] == ["a", "b"]
     # "c" was retrieved but not read for step 0: it stays in rank order after "e"
     assert [d["id"] for d in shown_docs(ctx, state, 1)] == ["e", "c"]

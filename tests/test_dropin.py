@@ -1,4 +1,4 @@
-"""The drop-in API (issue 16): the top-level names, user objects injected into Components,
+"""The drop-in API: the top-level names, user objects injected into Components,
 the lean install (torch & co. blocked), structured output with its fallback, the Studio
 schema and the README's first example. Chat models here are fakes (control flow); the tests
 with real models and stores are in tests/test_dropin_real.py."""
@@ -15,16 +15,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from agent_fakes import Script, ScriptedChat
+from agent_fakes import Prompt, Script, ScriptedChat, ToolChat, tool_call
 from dropin_fakes import LOOP_SCRIPTS, MER, SUNAR, lean_store
 from langchain_core.embeddings import DeterministicFakeEmbedding
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 import rag_complexity_agents as rca
 from rag_complexity_agents.agents.context import derive_components
-from rag_complexity_agents.agents.state import OPTION_KEYS
+from rag_complexity_agents.config.knobs import KNOBS
 from rag_complexity_agents.errors import ConfigError, MissingDependency
 from rag_complexity_agents.models.embeddings import ExternalEmbedder, as_embedder
 from rag_complexity_agents.models.equivalence import LexicalEquivalence
@@ -173,7 +172,7 @@ def test_external_embedder_normalises_and_counts_tokens_without_a_tokenizer() ->
 
 def test_the_store_embeddings_are_used_by_default_and_the_graph_needs_no_torch() -> None:
     from rag_complexity_agents.api import rag_components
-    from rag_complexity_agents.integrations.byo import numpy_topk
+    from rag_complexity_agents.corpus.graph.memory import numpy_topk
 
     embeddings, store = lean_store()
 
@@ -192,7 +191,7 @@ def test_the_store_embeddings_are_used_by_default_and_the_graph_needs_no_torch()
 def test_numpy_topk_matches_the_torch_kernel() -> None:
     pytest.importorskip("torch")
     from rag_complexity_agents.corpus.graph import exact_topk
-    from rag_complexity_agents.integrations.byo import numpy_topk
+    from rag_complexity_agents.corpus.graph.memory import numpy_topk
 
     matrix = np.random.default_rng(1).normal(size=(300, 16)).astype(np.float32)
     cols, sims = numpy_topk(matrix, 7)
@@ -203,30 +202,6 @@ def test_numpy_topk_matches_the_torch_kernel() -> None:
 # ------------------------------------------------------------------------------ structured output
 
 
-class ToolCallingChat(ScriptedChat):
-    """A fake chat model with tool calling: ``with_structured_output`` (LangChain's default,
-    through ``bind_tools``) gets a tool call whose arguments come from ``tool_args``."""
-
-    tool_args: Any = None
-    bound: list[str] = []  # noqa: RUF012 - names of the tools bound, shared per instance
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        return self.bind(tools=[getattr(t, "__name__", str(t)) for t in tools], **kwargs)
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
-    ) -> ChatResult:
-        tools = kw.get("tools")
-        if not tools:
-            return super()._generate(messages, stop, run_manager, **kw)
-        self.calls.append({"kind": "structured", "tool": tools[0]})
-        args = self.tool_args(tools[0], len(self.calls))
-        message = AIMessage(
-            content="", tool_calls=[{"name": tools[0], "args": args, "id": f"c{len(self.calls)}"}]
-        )
-        return ChatResult(generations=[ChatGeneration(message=message)])
-
-
 def test_self_ask_steps_and_sub_answers_use_structured_output() -> None:
     moves = iter(
         [
@@ -235,32 +210,34 @@ def test_self_ask_steps_and_sub_answers_use_structured_output() -> None:
         ]
     )
 
-    def args(tool: str, _: int) -> dict[str, Any]:
-        return next(moves) if tool == "SelfAskMove" else {"answer": "Hayao Miyazaki"}
+    def args(prompt: Prompt) -> AIMessage:
+        (tool,) = prompt.tools  # with_structured_output binds the schema as the one tool
+        move = next(moves) if tool == "SelfAskMove" else {"answer": "Hayao Miyazaki"}
+        return tool_call(tool, move)
 
-    chat = ToolCallingChat(script=Script(asu="Hayao Miyazaki", mer=MER), tool_args=args)
+    chat = ToolChat(script=Script(asu="Hayao Miyazaki", mer=MER), tool_reply=args)
     _, store = lean_store()
     out = rca.create_rag_agent(
-        chat, loop="self_ask", vectorstore=store, retrieval="nar", mer=False
+        chat, pipeline="self_ask", vectorstore=store, retrieval="nar", mer=False
     ).invoke({"question": Q})
     trace = out["trace"]
     assert out["answer"] == "Japan" and trace["stop_reason"] == "final_answer"
     assert trace["reasoning_path"] == [["Who directed Spirited Away?", "Hayao Miyazaki"]]
-    assert [c["kind"] for c in chat.calls] == ["structured"] * 3
-    assert trace["notes"][0].startswith("structured output: ToolCallingChat")
+    assert [c["kind"] for c in chat.calls] == ["tools"] * 3
+    assert trace["notes"][0].startswith("structured output: ToolChat")
     assert trace["llm_calls"] == 3
 
 
 def test_structured_output_failure_falls_back_to_text_once_and_says_so() -> None:
-    def broken(tool: str, _: int) -> dict[str, Any]:
-        return {"unexpected": True}  # does not validate: parse error
+    def broken(prompt: Prompt) -> AIMessage:
+        return tool_call(prompt.tools[0], {"unexpected": True})  # does not validate
 
-    chat = ToolCallingChat(script=LOOP_SCRIPTS["self_ask"](), tool_args=broken)
+    chat = ToolChat(script=LOOP_SCRIPTS["self_ask"](), tool_reply=broken)
     _, store = lean_store()
-    agent = rca.create_rag_agent(chat, loop="self_ask", vectorstore=store, retrieval="nar")
+    agent = rca.create_rag_agent(chat, pipeline="self_ask", vectorstore=store, retrieval="nar")
     trace = agent.invoke({"question": Q})["trace"]
     kinds = [c["kind"] for c in chat.calls]
-    assert kinds[0] == "structured" and kinds.count("structured") == 1  # then text only
+    assert kinds[0] == "tools" and kinds.count("tools") == 1  # then text only
     assert kinds[1:] == ["self_ask", "answer", "self_ask"]
     assert trace["answer"] == "Japan" and trace["llm_calls"] == 4
     assert any("structured output failed" in n for n in trace["notes"])
@@ -279,7 +256,7 @@ def test_models_without_kv_cache_sampling_say_so_in_the_trace() -> None:
     )
     assert any(n.startswith("ASU: 2 separate calls per batch") for n in trace["notes"])
     off = rca.create_rag_agent(
-        ToolCallingChat(script=LOOP_SCRIPTS["self_ask"]()),
+        ToolChat(script=LOOP_SCRIPTS["self_ask"]()),
         vectorstore=store,
         config=rca.Config(agents={"structured_output": "off"}),
         **SUNAR,
@@ -296,7 +273,7 @@ def test_studio_shows_every_knob_with_a_description() -> None:
     schema = agent.get_context_jsonschema()
     assert schema is not None
     properties = schema["properties"]
-    assert set(properties) == {*OPTION_KEYS, "overrides"}
+    assert set(properties) == {knob.name for knob in KNOBS}
     assert all(p.get("description") for p in properties.values())
     assert properties["retrieval"]["enum"] == ["none", "first_stage", "rerank", "nar", "sunar"]
     config_schema = agent.get_config_jsonschema()

@@ -12,14 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_fakes import ScriptedChat
+from agent_fakes import Prompt, ScriptedChat
 from dropin_fakes import LOOP_SCRIPTS, SUNAR, TEXTS
-from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from rag_complexity_agents import (
@@ -59,25 +55,16 @@ def smol() -> Any:
     return LlamaCppChatModel(model_path=str(path), n_ctx=2048, n_threads=1, max_tokens=24)
 
 
-class PlainChat(BaseChatModel):
-    """A user's chat model: a plain BaseChatModel (no KV-cache sampling, no structured
-    output, no log-probabilities) that happens to call the packaged model."""
+def plain_chat(inner: Any) -> ScriptedChat:
+    """A user's chat model: a plain chat model (no KV-cache sampling, no structured output,
+    no log-probabilities) whose replies come from ``inner``, with the call's stop sequences
+    and max_tokens (24 unless the call sets it)."""
 
-    inner: Any
+    def reply(prompt: Prompt) -> str:
+        out = inner.invoke(prompt.messages, stop=prompt.stop, max_tokens=prompt.chat.max_tokens)
+        return str(out.content)
 
-    @property
-    def _llm_type(self) -> str:
-        return "plain-user-chat"
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        reply = self.inner.invoke(messages, stop=stop, max_tokens=kwargs.get("max_tokens", 24))
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=reply.content))])
+    return ScriptedChat(reply=reply, max_tokens=24)
 
 
 @pytest.mark.llm
@@ -121,10 +108,10 @@ def chroma_store(embeddings: Any, tmp_path: Path) -> Iterator[Any]:
 
 @pytest.mark.llm
 def test_packaged_model_as_a_plain_chat_model_with_chroma(smol: Any, chroma_store: Any) -> None:
-    chat = PlainChat(inner=smol)
+    chat = plain_chat(smol)
     agent = create_rag_agent(
         chat,
-        loop="react",
+        pipeline="react",
         retrieval="sunar",
         mer=True,
         vectorstore=chroma_store,
@@ -137,10 +124,12 @@ def test_packaged_model_as_a_plain_chat_model_with_chroma(smol: Any, chroma_stor
     trace = agent.invoke({"question": Q})["trace"]
     assert trace["loop"] == "react" and trace["llm_calls"] >= 1
     assert (
-        "structured output: text + parse-and-repair (PlainChat has no structured output)"
+        "structured output: text + parse-and-repair (ScriptedChat has no structured output)"
         in (trace["notes"])
     )
-    assert any(n.startswith("ASU: 2 separate calls per batch (PlainChat") for n in trace["notes"])
+    assert any(
+        n.startswith("ASU: 2 separate calls per batch (ScriptedChat") for n in trace["notes"]
+    )
     evidence = trace["evidence"]
     assert all(e["source"] in ("first_stage", "neighbour", "backfill") for e in evidence)
 

@@ -3,49 +3,32 @@
 from __future__ import annotations
 
 import itertools
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_fakes import USAGE, Prompt, SamplingChat, Script, ScriptedChat
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 
 from rag_complexity_agents.config import Config
-from rag_complexity_agents.eval.cache import LLMCallCache, call_stats, is_cached, with_llm_cache
 from rag_complexity_agents.eval.datasets import parse_record
 from rag_complexity_agents.eval.runner import read_run, run_eval
 from rag_complexity_agents.eval.strategies import EvalComponents, build_strategy
+from rag_complexity_agents.models.cache import LLMCallCache, call_stats, is_cached, with_llm_cache
 
 CALLS = itertools.count()
 
 
-class Echo(BaseChatModel):
-    """Replies with the prompt, its sampling parameters and a global call number."""
+def _echo_reply(prompt: Prompt) -> str:
+    chat = prompt.chat
+    return f"{prompt.last}|t={chat.temperature}|s={chat.seed}|{prompt.kwargs}|#{next(CALLS)}"
 
-    model: str = "echo-1"
-    temperature: float = 0.0
-    seed: int = 0
 
-    @property
-    def _llm_type(self) -> str:
-        return "echo"
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: Any = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        text = f"{messages[-1].content}|t={self.temperature}|s={self.seed}|{kwargs}|#{next(CALLS)}"
-        usage = {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10}
-        message = AIMessage(content=text, usage_metadata=usage)  # type: ignore[arg-type]
-        return ChatResult(generations=[ChatGeneration(message=message)])
-
-    def sample(self, messages: Any, m: int, **kwargs: Any) -> list[str]:
-        return [f"sample-{next(CALLS)}" for _ in range(m)]
+def echo(**fields: Any) -> SamplingChat:
+    """A fake that replies with the prompt, its sampling parameters and a global call number
+    (so a model call never repeats an earlier reply, and only a cache hit does); it has
+    ``sample``, like the llama.cpp model."""
+    return SamplingChat(reply=_echo_reply, **fields)
 
 
 @pytest.fixture
@@ -54,25 +37,28 @@ def cache(tmp_path: Path) -> LLMCallCache:
 
 
 def test_a_repeated_call_is_a_hit_with_the_same_reply(cache: LLMCallCache) -> None:
-    chat = with_llm_cache(Echo(), cache)
-    assert isinstance(chat, Echo) and is_cached(chat)
+    chat = with_llm_cache(echo(), cache)
+    assert isinstance(chat, SamplingChat) and is_cached(chat)
     with call_stats() as stats:
         first = chat.invoke("Who wrote Emma?")
         second = chat.invoke("Who wrote Emma?")
     assert first.content == second.content
-    assert second.usage_metadata is not None and second.usage_metadata["input_tokens"] == 7
+    assert (
+        second.usage_metadata is not None
+        and second.usage_metadata["input_tokens"] == USAGE["input_tokens"]
+    )
     assert (stats.hits, stats.misses) == (1, 1) and len(cache) == 1
     assert (cache.hits, cache.misses) == (1, 1)
 
 
 def test_the_key_covers_model_prompt_and_sampling_parameters(cache: LLMCallCache) -> None:
-    chat = with_llm_cache(Echo(), cache)
+    chat = with_llm_cache(echo(), cache)
     base = chat.invoke("q").content
     assert chat.invoke("other q").content != base  # prompt
     assert chat.invoke("q", stop=["\n"]).content != base  # call parameters
     assert chat.invoke("q", temperature=0.7).content != base
-    assert with_llm_cache(Echo(model="echo-2"), cache).invoke("q").content != base  # model
-    assert with_llm_cache(Echo(seed=4), cache).invoke("q").content != base  # model settings
+    assert with_llm_cache(echo(model="echo-2"), cache).invoke("q").content != base  # model
+    assert with_llm_cache(echo(seed=4), cache).invoke("q").content != base  # model settings
     copy = chat.model_copy(update={"temperature": 0.3})  # how ASU draws samples from copies
     assert copy.invoke("q").content != base and is_cached(copy)
     assert chat.invoke([("human", "q")]).content == base  # same messages, other spelling
@@ -81,20 +67,20 @@ def test_the_key_covers_model_prompt_and_sampling_parameters(cache: LLMCallCache
 
 def test_entries_survive_reopening(tmp_path: Path) -> None:
     path = tmp_path / "llm.sqlite"
-    first = with_llm_cache(Echo(), LLMCallCache(path)).invoke("persist me").content
+    first = with_llm_cache(echo(), LLMCallCache(path)).invoke("persist me").content
     reopened = LLMCallCache(path)
     with call_stats() as stats:
-        again = with_llm_cache(Echo(), reopened).invoke("persist me").content
+        again = with_llm_cache(echo(), reopened).invoke("persist me").content
     assert again == first and stats.hits == 1
 
 
 def test_sampling_is_cached_as_a_whole(cache: LLMCallCache) -> None:
-    chat = with_llm_cache(Echo(), cache)
+    chat = with_llm_cache(echo(), cache)
     draws = chat.sample("q", 3, temperature=0.3, seed=1)
     assert len(draws) == 3 and chat.sample("q", 3, temperature=0.3, seed=1) == draws
     assert chat.sample("q", 3, temperature=0.3, seed=2) != draws
     assert chat.sample("q", 2, temperature=0.3, seed=1) != draws[:2]
-    plain = with_llm_cache(FakeNoSample(), cache)
+    plain = with_llm_cache(ScriptedChat(script=Script(default="x")), cache)
     assert not hasattr(plain, "sample")  # strategies can still tell the models apart
 
 
@@ -123,21 +109,6 @@ def test_memo_stores_computed_values_and_retries_failures(tmp_path: Path) -> Non
     assert computed == ["{'p': 0.5}", "None", "7", "text"] and len(cache) == 2
 
 
-class FakeNoSample(BaseChatModel):
-    @property
-    def _llm_type(self) -> str:
-        return "plain"
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: Any = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content="x"))])
-
-
 def test_strategies_get_the_cached_model_and_reruns_hit(
     tmp_path: Path, cache: LLMCallCache, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -147,7 +118,7 @@ def test_strategies_get_the_cached_model_and_reruns_hit(
 
     def fake_loader(spec: str, *args: Any) -> BaseChatModel:
         loads.append(spec)
-        return Echo()
+        return echo()
 
     monkeypatch.setattr(chat_module, "load_chat_model", fake_loader)
     config = Config(corpus={"home": tmp_path / "home"})
@@ -172,12 +143,15 @@ def test_strategies_get_the_cached_model_and_reruns_hit(
     assert all(
         line["llm_cache"]["hits"] == 1 and line["llm_cache"]["misses"] == 0 for line in second
     )
-    assert all(line["trace"]["input_tokens"] == 7 for line in second)  # usage kept on hits
+    # usage is kept on hits
+    assert all(line["trace"]["input_tokens"] == USAGE["input_tokens"] for line in second)
     assert loads == [config.models.chat, config.models.chat]
 
 
 @pytest.mark.llm
-def test_packaged_model_calls_and_samples_are_cached(cache: LLMCallCache) -> None:
+def test_packaged_model_calls_and_samples_are_cached(
+    cache: LLMCallCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("llama_cpp")
     from rag_complexity_agents.models.llamacpp import LlamaCppChatModel
     from rag_complexity_agents.models.packaged import smollm2_file
@@ -190,11 +164,16 @@ def test_packaged_model_calls_and_samples_are_cached(cache: LLMCallCache) -> Non
     assert isinstance(chat, LlamaCppChatModel)
     messages = [("human", "What is the capital of France? Answer in one word.")]
     first = chat.invoke(messages)
-    started = time.perf_counter()
-    with call_stats() as stats:
+
+    def no_model_call(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a cache hit ran the model")
+
+    with monkeypatch.context() as patch, call_stats() as stats:
+        for method in ("_generate", "_stream"):  # any model call fails the test
+            patch.setattr(type(chat), method, no_model_call)
         second = chat.invoke(messages)
-    assert time.perf_counter() - started < 0.5
-    assert second.content == first.content and stats.hits == 1 and stats.saved_seconds > 0
+    assert second.content == first.content and (stats.hits, stats.misses) == (1, 0)
+    assert stats.saved_seconds > 0
     samples = draw_samples(chat, messages, 3, temperature=0.8, seed=5, max_tokens=6)
     with call_stats() as stats:
         assert draw_samples(chat, messages, 3, temperature=0.8, seed=5, max_tokens=6) == samples

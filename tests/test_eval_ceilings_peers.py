@@ -1,4 +1,4 @@
-"""Issue 20's benchmark machinery: paired bootstrap, the 2Wiki compositional subset, gold
+"""The end-to-end benchmark's machinery: paired bootstrap, the 2Wiki compositional subset, gold
 sub-questions, the ceiling strategies (gold evidence, gold decomposition), the peers
 (LlamaIndex SubQuestionQueryEngine, LangGraph create_react_agent) with fake chat models, and
 what the runner and the report add per row (record strategies, load average, format failures,
@@ -7,18 +7,14 @@ breaks). No real model, no network."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import ConfigDict, Field
+from agent_fakes import USAGE, Prompt, ScriptedChat, ToolChat, tool_call
+from langchain_core.messages import AIMessage, ToolMessage
 
 from rag_complexity_agents.config import Config
 from rag_complexity_agents.errors import ConfigError, InputError, ModelServerError
@@ -211,27 +207,9 @@ def test_as_question_rewrites_knowledge_base_steps_only() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-class ReaderChat(GenericFakeChatModel):
-    """Answers from a function of the last human message; records every prompt."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    messages: Any = Field(default_factory=lambda: iter(()))
-    answer: Any
-    prompts: list[str] = Field(default_factory=list)
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        human = str(messages[-1].content)
-        self.prompts.append(human)
-        usage = {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10}
-        message = AIMessage(content=self.answer(human), usage_metadata=usage)  # type: ignore[arg-type]
-        return ChatResult(generations=[ChatGeneration(message=message)])
+def reader(answer: Callable[[str], str]) -> ScriptedChat:
+    """A fake reader: answers with ``answer(last message)``; every prompt is in ``calls``."""
+    return ScriptedChat(reply=lambda prompt: answer(prompt.last))
 
 
 class FakeFirstStage:
@@ -254,14 +232,15 @@ def _parts(chat: Any) -> Any:
 
 def test_gold_evidence_reads_only_the_gold_paragraphs() -> None:
     record = parse_record(_wiki("2", "compositional", CHAIN))
-    chat = ReaderChat(answer=lambda human: "Homs" if "died in Homs" in human else "?")
+    chat = reader(lambda human: "Homs" if "died in Homs" in human else "?")
     parts = _parts(chat)
     strategy = GoldEvidence(parts)
     assert isinstance(strategy, RecordStrategy)
     result = strategy.answer_record(record)
     assert result.answer == "Homs"
-    assert "Marie Colvin" in chat.prompts[0] and "Juan Carlos Gumucio" in chat.prompts[0]
-    assert "Unrelated" not in chat.prompts[0]
+    prompt = chat.calls[0]["last"]
+    assert "Marie Colvin" in prompt and "Juan Carlos Gumucio" in prompt
+    assert "Unrelated" not in prompt
     trace = result.trace
     assert trace["strategy"] == "gold_evidence" and trace["retrieval_calls"] == 0
     assert [e["doc_id"] for e in trace["evidence"]] == list(record.supporting_ids)
@@ -281,7 +260,7 @@ def test_gold_decomposition_feeds_each_answer_into_the_next_hop() -> None:
         question = human.rsplit("Question:", 1)[1]
         return next((a for key, a in answers.items() if key in question), "?")
 
-    parts = _parts(ReaderChat(answer=answer))
+    parts = _parts(reader(answer))
     result = GoldDecomposition(parts).answer_record(record)
     assert result.answer == "Homs"
     assert parts.first_stage.queries == [
@@ -291,7 +270,7 @@ def test_gold_decomposition_feeds_each_answer_into_the_next_hop() -> None:
     trace = result.trace
     assert [hop["covered"] for hop in trace["hops"]] == [True, True]
     assert trace["llm_calls"] == 2 and trace["retrieval_calls"] == 2
-    assert trace["input_tokens"] == 14 and len(trace["evidence"]) == 2
+    assert trace["input_tokens"] == 2 * USAGE["input_tokens"] and len(trace["evidence"]) == 2
 
     with pytest.raises(InputError, match="no gold decomposition"):
         GoldDecomposition(parts).answer_record(parse_record(_wiki("1", "comparison")))
@@ -303,11 +282,11 @@ def test_gold_bridges_carry_the_gold_answer_not_the_readers() -> None:
     def answer(human: str) -> str:  # wrong on the bridge hop, right on the last one
         return "Homs" if "place of death" in human.rsplit("Question:", 1)[1] else "Nobody"
 
-    predicted = _parts(ReaderChat(answer=answer))
+    predicted = _parts(reader(answer))
     GoldDecomposition(predicted).answer_record(record)
     assert predicted.first_stage.queries[1] == "What is the place of death of Nobody?"
 
-    parts = _parts(ReaderChat(answer=answer))
+    parts = _parts(reader(answer))
     result = GoldDecomposition(parts, bridges="gold").answer_record(record)
     assert parts.first_stage.queries == [
         "What is the spouse of Juan Carlos Gumucio?",
@@ -412,46 +391,18 @@ def build(parts):
 # --------------------------------------------------------------------------------------------
 
 
-class ToolChat(GenericFakeChatModel):
-    """A fake tool-calling chat model: ``bind_tools`` like a real one; replies come from
-    ``respond(messages, tools)`` (an AIMessage, possibly with tool calls)."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    messages: Any = Field(default_factory=lambda: iter(()))
-    respond: Any
-    seen: list[list[str]] = Field(default_factory=list)
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
-        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        self.seen.append([m.type for m in messages])
-        message = self.respond(messages, kwargs.get("tools") or [])
-        message.usage_metadata = {"input_tokens": 5, "output_tokens": 1, "total_tokens": 6}
-        return ChatResult(generations=[ChatGeneration(message=message)])
-
-
-def _react_script(messages: list[BaseMessage], tools: list[dict[str, Any]]) -> AIMessage:
-    assert [t["function"]["name"] for t in tools] == ["search"]
-    results = [m for m in messages if isinstance(m, ToolMessage)]
+def _react_script(prompt: Prompt) -> AIMessage:
+    assert prompt.tools == ["search"]
+    results = [m for m in prompt.messages if isinstance(m, ToolMessage)]
     if len(results) == 0:
-        call = {"name": "search", "args": {"query": "Juan Carlos Gumucio spouse"}, "id": "1"}
-        return AIMessage(content="", tool_calls=[call])
+        return tool_call("search", {"query": "Juan Carlos Gumucio spouse"}, "1")
     if len(results) == 1:
-        call = {"name": "search", "args": {"query": "Marie Colvin place of death"}, "id": "2"}
-        return AIMessage(content="", tool_calls=[call])
+        return tool_call("search", {"query": "Marie Colvin place of death"}, "2")
     return AIMessage(content="Answer: Homs.")
 
 
 def test_react_agent_peer_searches_through_our_first_stage() -> None:
-    chat = ToolChat(respond=_react_script)
+    chat = ToolChat(tool_reply=_react_script)
     parts = _parts(chat)
     result = ReactAgentPeer(parts)("Where did Juan Carlos Gumucio's wife die?")
     assert result.answer == "Homs"
@@ -461,17 +412,16 @@ def test_react_agent_peer_searches_through_our_first_stage() -> None:
     assert parts.first_stage.queries == trace["queries"]
     assert [e["title"] for e in trace["evidence"]] == trace["queries"]
     assert trace["llm_calls"] == 3 and trace["retrieval_calls"] == 2
-    assert trace["input_tokens"] == 15 and trace["format_failures"] == 0
-    assert chat.seen[0][0] == "system"  # the peer's own system prompt
+    assert trace["input_tokens"] == 3 * USAGE["input_tokens"] and trace["format_failures"] == 0
+    assert chat.calls[0]["types"][0] == "system"  # the peer's own system prompt
     assert not chat.callbacks  # the counter went on a copy
 
 
 def test_react_agent_peer_records_a_break_as_a_wrong_answer() -> None:
-    def loop_forever(messages: list[BaseMessage], tools: list[Any]) -> AIMessage:
-        call = {"name": "search", "args": {"query": "again"}, "id": str(len(messages))}
-        return AIMessage(content="", tool_calls=[call])
+    def loop_forever(prompt: Prompt) -> AIMessage:
+        return tool_call("search", {"query": "again"}, str(len(prompt.messages)))
 
-    result = ReactAgentPeer(_parts(ToolChat(respond=loop_forever)))("q?")
+    result = ReactAgentPeer(_parts(ToolChat(tool_reply=loop_forever)))("q?")
     assert result.answer == ""
     assert result.trace["peer_break"]["type"] == "GraphRecursionError"
     assert result.trace["retrieval_calls"] == Config().agents.max_steps
@@ -479,15 +429,12 @@ def test_react_agent_peer_records_a_break_as_a_wrong_answer() -> None:
 
 def test_react_agent_peer_refuses_a_model_without_tool_calling() -> None:
     with pytest.raises(ConfigError, match="bind_tools"):
-        ReactAgentPeer(_parts(ReaderChat(answer=lambda human: "x")))
+        ReactAgentPeer(_parts(reader(lambda human: "x")))
 
 
 def test_peers_let_backend_failures_stop_the_run() -> None:
-    def down(messages: list[BaseMessage], tools: list[Any]) -> AIMessage:
-        raise ModelServerError("server down")
-
     with pytest.raises(ModelServerError):
-        ReactAgentPeer(_parts(ToolChat(respond=down)))("q?")
+        ReactAgentPeer(_parts(ToolChat(fail_with=ModelServerError("server down"))))("q?")
 
 
 def _subquestion_reader(human: str) -> str:
@@ -503,7 +450,7 @@ def _subquestion_reader(human: str) -> str:
 
 def test_subquestion_peer_runs_llamaindex_over_our_first_stage() -> None:
     pytest.importorskip("llama_index.core")
-    parts = _parts(ReaderChat(answer=_subquestion_reader))
+    parts = _parts(reader(_subquestion_reader))
     result = SubQuestionPeer(parts)("Where did Juan Carlos Gumucio's wife die?")
     trace = result.trace
     assert "peer_break" not in trace, trace.get("peer_break")
@@ -519,9 +466,7 @@ def test_subquestion_peer_runs_llamaindex_over_our_first_stage() -> None:
 
 def test_subquestion_peer_break_on_bad_json() -> None:
     pytest.importorskip("llama_index.core")
-    chat = ReaderChat(
-        answer=lambda human: "I think we should search." if "sub_question" in human else "?"
-    )
+    chat = reader(lambda human: "I think we should search." if "sub_question" in human else "?")
     result = SubQuestionPeer(_parts(chat))("q?")
     assert result.answer == "" and result.trace["peer_break"]["type"]
     assert result.trace["llm_calls"] == 1

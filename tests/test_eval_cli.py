@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from agent_fakes import Prompt, ScriptedChat
 from typer.testing import CliRunner
 
 from rag_complexity_agents.cli import app
@@ -40,33 +37,12 @@ DISTRACTORS = [
 ]
 
 
-class Oracle(BaseChatModel):
+def oracle(prompt: Prompt) -> str:
     """Answers with the title of the first passage in the prompt (or 'unknown')."""
-
-    @property
-    def _llm_type(self) -> str:
-        return "oracle"
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: Any = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        prompt = str(messages[-1].content)
-        answer = "unknown"
-        if "[1] " in prompt:
-            answer = prompt.split("[1] ", 1)[1].split(":", 1)[0]
-        message = AIMessage(
-            content=f"Answer: {answer}",
-            usage_metadata={
-                "input_tokens": len(prompt) // 4,
-                "output_tokens": 2,
-                "total_tokens": 0,
-            },
-        )
-        return ChatResult(generations=[ChatGeneration(message=message)])
+    answer = "unknown"
+    if "[1] " in prompt.last:
+        answer = prompt.last.split("[1] ", 1)[1].split(":", 1)[0]
+    return f"Answer: {answer}"
 
 
 @pytest.fixture
@@ -92,7 +68,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("RCA_CORPUS__HOME", str(tmp_path / "home"))
     monkeypatch.setenv("RCA_MODELS__HOME", str(tmp_path / "models"))
     monkeypatch.setenv("RCA_GRAPH__K", "4")
-    monkeypatch.setattr(chat_module, "load_chat_model", lambda *args: Oracle())
+    monkeypatch.setattr(chat_module, "load_chat_model", lambda *args: ScriptedChat(reply=oracle))
     return tmp_path
 
 

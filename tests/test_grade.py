@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from langchain_core.messages import BaseMessage
+from agent_fakes import Script, ScriptedChat
 
 from rag_complexity_agents.complexity.grade.claims import parse_numbered, rule_claim
 from rag_complexity_agents.complexity.grade.difficulty import (
@@ -361,30 +361,13 @@ def test_lenient_parsers_count_malformed_output() -> None:
     assert parse_question("???") is None
 
 
-class _BrokenChat:
-    """A chat model whose every call fails or returns junk (control flow only)."""
-
-    def __init__(self, reply: str | None) -> None:
-        self.reply = reply
-
-    def invoke(self, *_: object, **__: object) -> object:
-        if self.reply is None:
-            raise RuntimeError("backend hiccup")
-        return type("Msg", (), {"content": self.reply})()
-
-    def model_dump(self) -> dict[str, str]:
-        return {"reply": str(self.reply)}
-
-    _llm_type = "fake"
-    model_fields: dict[str, object] = {}  # noqa: RUF012
-
-
 def test_step_llm_counts_failures_never_raises() -> None:
     skipped: Counter[str] = Counter()
-    llm = StepLLM(_BrokenChat(None), None, skipped)  # type: ignore[arg-type]
+    down = ScriptedChat(fail_with=RuntimeError("backend hiccup"))
+    llm = StepLLM(down, None, skipped)
     assert llm.generate("triples", [("user", "x")], max_tokens=5) is None
     assert llm.yes("validation", [("user", "x")]) is None
-    junk = StepLLM(_BrokenChat("perhaps"), None, skipped)  # type: ignore[arg-type]
+    junk = StepLLM(ScriptedChat(script=Script(default="perhaps")), None, skipped)
     assert junk.yes("validation", [("user", "x")]) is None
     assert skipped == Counter(
         {"llm_error:triples": 1, "llm_error:validation": 1, "validation_unparseable": 1}
@@ -410,8 +393,8 @@ def test_generation_end_to_end_on_demo_corpus(tmp_path: Path) -> None:
     from rag_complexity_agents.config import Config
     from rag_complexity_agents.corpus.demo import DEMO_CORPUS
     from rag_complexity_agents.corpus.documents import iter_documents
-    from rag_complexity_agents.eval.cache import LLMCallCache
     from rag_complexity_agents.eval.datasets import load_records
+    from rag_complexity_agents.models.cache import LLMCallCache
 
     docs = [d for d in iter_documents(DEMO_CORPUS) if d.id in E2E_DOCS]
     # with_overrides keeps environment settings such as RCA_MODELS__N_THREADS
@@ -440,24 +423,11 @@ def test_generation_end_to_end_on_demo_corpus(tmp_path: Path) -> None:
     assert [q.question for q in again.questions] == [q.question for q in questions]
 
 
-class _ScriptedChat:
-    """Replies by the first matching key in the last user message (control flow only)."""
-
-    _llm_type = "scripted"
-    model_fields: dict[str, object] = {}  # noqa: RUF012
-
-    def __init__(self, script: dict[str, str]) -> None:
-        self.script = script
-        self.calls = 0
-
-    def model_dump(self) -> dict[str, str]:
-        return {"script": json.dumps(self.script)}
-
-    def invoke(self, messages: list[BaseMessage], **_: object) -> object:
-        self.calls += 1
-        user = str(messages[-1].content)
-        reply = next((v for k, v in self.script.items() if k in user), "")
-        return type("Msg", (), {"content": reply})()
+def _by_key(table: dict[str, str]) -> ScriptedChat:
+    """A fake that replies by the first key found in the last user message ('' if none)."""
+    return ScriptedChat(
+        reply=lambda prompt: next((v for k, v in table.items() if k in prompt.last), "")
+    )
 
 
 def test_compose_question_nests_descriptions() -> None:
@@ -482,7 +452,7 @@ def test_compose_question_nests_descriptions() -> None:
             _t("Tokyo", "is the capital of", "Japan", "3"),
         ]
     )
-    chat = _ScriptedChat(
+    chat = _by_key(
         {
             "Describe: Hayao Miyazaki": "the director of Spirited Away",
             "Describe: Tokyo": "Description: the city where Hayao Miyazaki was born",
@@ -492,7 +462,7 @@ def test_compose_question_nests_descriptions() -> None:
     )
     generator = GradeGenerator(Config(), chat, embedder=None)  # type: ignore[arg-type]
     skipped: Counter[str] = Counter()
-    llm = StepLLM(chat, None, skipped)  # type: ignore[arg-type]
+    llm = StepLLM(chat, None, skipped)
     memo: dict[tuple[str, ...], str | None] = {}
     long_path = kg.path(["spirited away", "hayao miyazaki", "tokyo", "japan"])
     composed = generator.compose_question(llm, kg, long_path, memo)
@@ -501,10 +471,10 @@ def test_compose_question_nests_descriptions() -> None:
         "Japan",
     )
     # the 2-hop path reuses the memoised question and description: no new call
-    calls = chat.calls
+    calls = len(chat.calls)
     short = generator.compose_question(llm, kg, kg.path(["hayao miyazaki", "tokyo", "japan"]), memo)
     assert short == ("The city where Hayao Miyazaki was born is the capital of what?", "Japan")
-    assert chat.calls == calls
+    assert len(chat.calls) == calls
     # a malformed one-hop question is skipped and counted, not raised
     other = kg.path(["spirited away", "hayao miyazaki", "tokyo"])
     assert generator.compose_question(llm, kg, other, memo) is None

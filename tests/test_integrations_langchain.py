@@ -20,7 +20,8 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from rag_complexity_agents.config import Config
 from rag_complexity_agents.corpus.demo import DEMO_CORPUS
 from rag_complexity_agents.errors import ConfigError, InputError
-from rag_complexity_agents.integrations.byo import content_id, from_langchain
+from rag_complexity_agents.integrations.byo_langchain import from_langchain
+from rag_complexity_agents.integrations.external import content_id
 from rag_complexity_agents.integrations.langchain import (
     RCAEmbeddings,
     SunarLangChainRetriever,
@@ -202,10 +203,10 @@ def test_byo_in_memory_vector_store_uses_its_vectors(lc_config: Config) -> None:
 
 @pytest.mark.llm
 def test_byo_store_drives_a_loop(byo_parts: Any) -> None:
-    from rag_complexity_agents.agents.registry import build_preset
+    from rag_complexity_agents.agents.registry import build_pipeline
     from rag_complexity_agents.agents.run import run_graph
 
-    graph = build_preset("self_ask_nar", byo_parts.config, components=byo_parts)
+    graph = build_pipeline("self_ask_nar", byo_parts.config, components=byo_parts)
     result = run_graph(graph, "Who directed The Shape of Water?", options={"max_steps": 1})
     assert isinstance(result.answer, str) and result.trace["retrieval"] == "nar"
     ids = {e["id"] for e in result.trace["evidence"]}
@@ -221,13 +222,13 @@ def test_byo_store_drives_a_loop(byo_parts: Any) -> None:
 def test_graph_in_lcel_chain_and_as_tool(lc_config: Config) -> None:
     chain = (
         RunnableLambda(lambda x: {"question": x["q"]})
-        | as_runnable("single_step_graph", lc_config)
+        | as_runnable("single_step", lc_config)
         | RunnableLambda(lambda out: (out["answer"], out["trace"]))
     )
     answer, trace = chain.invoke({"q": "Who directed Spirited Away?"})
     assert isinstance(answer, str) and answer.strip()
     assert trace["loop"] == "single_step" and trace["evidence"]
-    tool = as_tool("single_step_graph", lc_config)
+    tool = as_tool("single_step", lc_config)
     assert tool.name == "answer_complex_question" and "question" in tool.args
     call = tool.ainvoke(  # async path of the runnable and the tool in one run
         {
@@ -241,6 +242,6 @@ def test_graph_in_lcel_chain_and_as_tool(lc_config: Config) -> None:
     assert isinstance(message, ToolMessage) and message.content
     assert message.artifact["loop"] == "single_step"
     with pytest.raises(InputError):
-        as_runnable("single_step_graph", lc_config).invoke({"question": ""})
+        as_runnable("single_step", lc_config).invoke({"question": ""})
     with pytest.raises(ConfigError):
         as_runnable("no_such_graph", lc_config)

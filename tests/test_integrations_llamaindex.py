@@ -21,7 +21,7 @@ from llama_index.core.tools import QueryEngineTool
 from rag_complexity_agents.config import Config
 from rag_complexity_agents.corpus.demo import DEMO_CORPUS
 from rag_complexity_agents.errors import InputError
-from rag_complexity_agents.integrations.byo import from_llamaindex
+from rag_complexity_agents.integrations.byo_llamaindex import from_llamaindex
 from rag_complexity_agents.integrations.llamaindex import (
     LangChainChatLLM,
     RCAEmbedding,

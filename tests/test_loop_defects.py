@@ -1,4 +1,4 @@
-"""Defects of the loops' decision logic (issue 20): IRCoT's passage pool, SearChain's
+"""Defects of the loops' decision logic: IRCoT's passage pool, SearChain's
 consistency check."""
 
 from __future__ import annotations

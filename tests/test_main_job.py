@@ -1,6 +1,7 @@
-"""Index the demo corpus, then single-step RAG with the packaged LLM (``--loop single_step``).
+"""Index the demo corpus, then single-step RAG with the packaged LLM
+(``--pipeline single_step``).
 
-The README's main job (Self-Ask + SUNAR + MER, the default loop) runs end to end in
+The README's main job (``make demo``: the default pipeline) runs end to end in
 tests/test_agents_e2e.py."""
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ def test_index_demo_then_ask_with_the_packaged_model(
     assert "154 documents" in indexed.output
 
     question = next(q for q in load_demo_questions() if q["id"] == "q23")
-    result = runner.invoke(app, ["ask", question["question"], "--loop", "single_step", "--json"])
+    result = runner.invoke(
+        app, ["ask", question["question"], "--pipeline", "single_step", "--json"]
+    )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output[result.output.index("{") :])
     trace = payload["trace"]

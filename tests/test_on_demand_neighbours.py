@@ -16,7 +16,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from rag_complexity_agents.config import Config, NARParams
 from rag_complexity_agents.corpus.demo import DEMO_CORPUS
 from rag_complexity_agents.errors import CorpusError
-from rag_complexity_agents.integrations.byo import from_langchain
+from rag_complexity_agents.integrations.byo_langchain import from_langchain
 from rag_complexity_agents.integrations.langchain import RCAEmbeddings
 from rag_complexity_agents.integrations.neighbours import OnDemandGraph
 from rag_complexity_agents.retrieval.nar import neighbourhood_aware_rerank
@@ -112,7 +112,7 @@ def test_llamaindex_index_on_demand_matches_the_built_graph(config: Config, tmp_
     from llama_index.core import VectorStoreIndex
     from llama_index.core.schema import TextNode
 
-    from rag_complexity_agents.integrations.byo import from_llamaindex
+    from rag_complexity_agents.integrations.byo_llamaindex import from_llamaindex
     from rag_complexity_agents.integrations.llamaindex import RCAEmbedding
 
     nodes = [

@@ -49,7 +49,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "single_step.extract_short_answer": single_step_answer,
 }
 
-#: Repeated units that made parsers backtrack or rescan (issue 17) and format fragments.
+#: Repeated units that made parsers backtrack or rescan and format fragments.
 FILLERS = (
     " ",
     "\n",

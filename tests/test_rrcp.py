@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from agent_fakes import Script, ScriptedChat
 from typer.testing import CliRunner
 
 from rag_complexity_agents.cli import app
@@ -264,9 +264,9 @@ def test_yes_probability_from_replies_of_other_chat_models() -> None:
     assert parse_yes_no("Yes, it does.") is True
     assert parse_yes_no("no") is False
     assert parse_yes_no("I cannot tell") is None
-    assert yes_probability(FakeListChatModel(responses=["Yes."]), ["Q?"]) == 1.0
-    assert yes_probability(FakeListChatModel(responses=["%%garbled%%"]), ["Q?"]) == 0.5
-    judge = LLMAnswerEvaluator(FakeListChatModel(responses=["No", "Yes"]))
+    assert yes_probability(ScriptedChat(script=Script(default="Yes.")), ["Q?"]) == 1.0
+    assert yes_probability(ScriptedChat(script=Script(default="%%garbled%%")), ["Q?"]) == 0.5
+    judge = LLMAnswerEvaluator(ScriptedChat(script=Script(other=["No", "Yes"])))  # in turn
     assert judge.answer_scores("q?", ["r"], ["p1", "p2"]).tolist() == [0.0, 1.0]
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from rag_complexity_agents.eval.cache import LLMCallCache
+from rag_complexity_agents.models.cache import LLMCallCache
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 SMALL, BIG = "llamacpp:qwen2.5-0.5b", "llamacpp:qwen2.5-coder-1.5b"

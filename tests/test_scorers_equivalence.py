@@ -71,7 +71,7 @@ def test_equivalence_specs(embedder) -> None:
 
 def test_query_vectors_are_encoded_once_per_text(tmp_path) -> None:
     """NAR scores every batch against the same query and the dense first stage embeds it
-    too: the embedder encodes each query text once (issue 15), on one torch thread (torch's
+    too: the embedder encodes each query text once, on one torch thread (torch's
     threads spin-wait on a busy machine), and leaves torch's thread count as it was."""
     torch = pytest.importorskip("torch")
     from rag_complexity_agents.models.embeddings import SentenceTransformerEmbedder

@@ -1,6 +1,6 @@
-"""Graphs served by ``langgraph dev`` accept per-run overrides only for the answer-shaping
-knobs (SERVED_KNOBS); anything else (hosts, model paths, homes, collections) is rejected with
-one line that reaches the API client."""
+"""Graphs served by ``langgraph dev`` accept per-run values only for the knobs of the knob
+table, within their bounds; anything else (config overrides, hosts, model paths, homes,
+collections, presets) is rejected with one line that reaches the API client."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ from agent_fakes import Script, ScriptedChat, demo_config, demo_home
 
 from rag_complexity_agents.agents import context
 from rag_complexity_agents.agents.context import (
-    SERVED_KNOBS,
     ResourceProvider,
     derive_components,
     serve_clients,
     served_options,
     serving_clients,
 )
-from rag_complexity_agents.agents.registry import build_preset
+from rag_complexity_agents.agents.registry import build_pipeline
 from rag_complexity_agents.agents.run import run_graph
 from rag_complexity_agents.components import Components
+from rag_complexity_agents.config.knobs import KNOBS_BY_NAME, knob_list
 from rag_complexity_agents.errors import ConfigError, CorpusError, InputError, ModelServerError
 
 Q = "In which country was the director of Spirited Away born?"
@@ -35,20 +35,16 @@ FORBIDDEN = [
     {"collection": "other"},
     {"temperature": 1.5},
     {"overrides": "models.ollama_host=x"},
+    {"overrides": {"nar.c": 6}},
+    {"profile": "paper"},
+    {"preset": "paper"},
 ]
 
 
-def test_allow_list_maps_the_knobs_to_dotted_keys() -> None:
-    knobs = {"b", "c", "m", "l", "k", "max_steps", "retrieval", "mer", "profile"}
-    assert set(SERVED_KNOBS) == knobs
-    assert SERVED_KNOBS["k"] == "answer.passages" and SERVED_KNOBS["l"] == "answer.sub_passages"
-    options = served_options(
-        {"b": 2, "k": 4, "retrieval": "nar", "profile": "paper", "overrides": {"nar.c": 6}}
-    )
-    assert options == {
-        "overrides": {"nar.b": 2, "answer.passages": 4, "agents.retrieval": "nar", "nar.c": 6},
-        "profile": "paper",
-    }
+def test_allow_list_takes_the_knobs_by_name_or_symbol() -> None:
+    assert KNOBS_BY_NAME["k"].key == "answer.passages" and KNOBS_BY_NAME["l"].key == "mer.l"
+    options = served_options({"b": 2, "k": 4, "retrieval": "nar", "budget": 6})
+    assert options == {"batch_size": 2, "passages": 4, "retrieval": "nar", "budget": 6}
     assert served_options({}) == {}
 
 
@@ -57,12 +53,12 @@ def test_allow_list_rejects_every_other_knob_in_one_line(options: dict[str, Any]
     with pytest.raises(ConfigError) as info:
         served_options(options)
     message = str(info.value)
-    assert "\n" not in message and "b, c, m, l, k, max_steps, retrieval, mer, profile" in message
+    assert "\n" not in message and knob_list() in message
 
 
 def test_server_keys_in_configurable_are_ignored() -> None:
     config = {"configurable": {"thread_id": "t", "assistant_id": "a", "b": 3, "run_id": "r"}}
-    assert ResourceProvider.options_of(config, served=True) == {"overrides": {"nar.b": 3}}  # type: ignore[arg-type]
+    assert ResourceProvider.options_of(config, served=True) == {"batch_size": 3}  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -84,7 +80,7 @@ def _graph(parts: Components) -> Any:
     cfg = demo_config(parts.config.corpus.home)
     derived = derive_components(parts, cfg)
     derived.chat = ScriptedChat(script=script)  # type: ignore[misc]
-    return build_preset("single_step_sunar", cfg, components=derived)
+    return build_pipeline("single_step_sunar", cfg, components=derived)
 
 
 def test_graphs_of_a_serving_process_reject_forbidden_overrides(
@@ -93,7 +89,8 @@ def test_graphs_of_a_serving_process_reject_forbidden_overrides(
     """Also a graph built before the process started serving (like the loops the adaptive
     router builds lazily, which inherit the client's configurable)."""
     graph = _graph(parts)
-    assert run_graph(graph, Q, options={"temperature": 0.5}).answer == "Japan"  # in-process
+    in_process = {"overrides": {"models.temperature": 0.5}}
+    assert run_graph(graph, Q, options=in_process).answer == "Japan"
     monkeypatch.setattr(context, "_SERVING", threading.Event())
     serve_clients()
     for options in FORBIDDEN[:4]:
@@ -105,9 +102,10 @@ def test_served_graph_applies_allowed_knobs(parts: Components, served: None) -> 
     graph = _graph(parts)
     result = run_graph(graph, Q, options={"retrieval": "first_stage", "k": 2, "max_steps": 1})
     assert result.answer == "Japan" and result.trace["retrieval"] is not None
-    bad = {"overrides": {"agents.retrieval": "bogus"}}
-    with pytest.raises(ConfigError, match="unknown retrieval strategy 'bogus'"):
-        run_graph(graph, Q, options=bad)
+    with pytest.raises(ConfigError, match="knob retrieval: .*got 'bogus'"):
+        run_graph(graph, Q, options={"retrieval": "bogus"})
+    with pytest.raises(ConfigError, match=r"knob budget \(c\): .*got 10000"):
+        run_graph(graph, Q, options={"c": 10_000})
 
 
 def test_our_errors_reach_langgraph_api_clients_with_their_message() -> None:

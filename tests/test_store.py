@@ -17,7 +17,6 @@ from filelock import FileLock
 
 from rag_complexity_agents.config import Config
 from rag_complexity_agents.corpus.documents import SourceDocument, iter_documents
-from rag_complexity_agents.corpus.manifest import MAX_NAME_CHARS
 from rag_complexity_agents.corpus.store import CorpusStore, list_collections
 from rag_complexity_agents.errors import CorpusError
 from rag_complexity_agents.retrieval.first_stage import (
@@ -25,6 +24,7 @@ from rag_complexity_agents.retrieval.first_stage import (
     DenseFirstStage,
     HybridFirstStage,
 )
+from rag_complexity_agents.text import MAX_COLLECTION_NAME_CHARS as MAX_NAME_CHARS
 from rag_complexity_agents.types import Chunk
 
 TOPICS = ["river", "mountain", "city", "film", "novel", "bridge", "painter", "island"]

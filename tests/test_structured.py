@@ -1,4 +1,4 @@
-"""Structured generation (issue 20): every structured LLM step decoded under a JSON schema
+"""Structured generation: every structured LLM step decoded under a JSON schema
 (llama.cpp grammar) or asked as text with parse-and-repair, format failures counted per step
 kind, tool calling for LangGraph's prebuilt ReAct agent, and the trace notes for features a
 user's model lacks.
@@ -13,11 +13,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from agent_fakes import Script, ScriptedChat
+from agent_fakes import Script, ScriptedChat, StructuredChat
 from dropin_fakes import LOOP_SCRIPTS, SUNAR, lean_store
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.runnables import RunnableLambda
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 import rag_complexity_agents as rca
 from rag_complexity_agents.agents.run import run_graph
@@ -49,30 +48,6 @@ from rag_complexity_agents.models.structured import (
 
 Q = "Where was the director of Spirited Away born?"
 STEP_SCHEMAS = [SelfAskMove, ShortAnswer, ReActMove, SearChainPlan, CoTStep, MERAnswer, YesNo]
-
-
-class StructuredChat(ScriptedChat):
-    """A fake chat model with its own ``with_structured_output``: ``objects(schema, n)``
-    gives the n-th structured reply for ``schema`` as a dict (validated like a real reply;
-    one that does not validate comes back with ``parsed=None``)."""
-
-    objects: Any = None
-    asked: list[str] = []  # noqa: RUF012 - schema names asked for, in order (shared by copies)
-    budgets: list[int] = []  # noqa: RUF012 - the max_tokens of each structured call
-
-    def with_structured_output(self, schema: Any, *, include_raw: bool = False, **_: Any) -> Any:
-        self.budgets.append(self.max_tokens)
-
-        def reply(messages: Any) -> dict[str, Any]:
-            self.asked.append(schema.__name__)
-            data = self.objects(schema.__name__, self.asked.count(schema.__name__))
-            raw = AIMessage(content=json.dumps(data))
-            try:
-                return {"raw": raw, "parsed": schema.model_validate(data), "parsing_error": None}
-            except ValidationError as exc:
-                return {"raw": raw, "parsed": None, "parsing_error": exc}
-
-        return RunnableLambda(reply)
 
 
 def objects_from(table: dict[str, list[dict[str, Any]]]) -> Callable[[str, int], dict[str, Any]]:
@@ -151,7 +126,7 @@ def test_text_fallback_counts_each_unreadable_reply_and_the_run_result_exposes_t
         "So the final answer is: Japan",
     ]
     _, store = lean_store()
-    agent = rca.create_rag_agent(ScriptedChat(script=script), loop="self_ask", vectorstore=store)
+    agent = rca.create_rag_agent(ScriptedChat(script=script), pipeline="self_ask", vectorstore=store)
     result = run_graph(agent, Q, options={"retrieval": "nar"})
     trace = result.trace
     assert result.answer == "Japan" and trace["format_errors"] == 1
@@ -173,7 +148,7 @@ def test_an_invalid_structured_reply_is_a_failure_and_the_step_falls_back_to_tex
         objects=objects_from({"SelfAskMove": [{"kind": "maybe", "text": "?"}]}),
     )
     _, store = lean_store()
-    agent = rca.create_rag_agent(chat, loop="self_ask", vectorstore=store, retrieval="nar")
+    agent = rca.create_rag_agent(chat, pipeline="self_ask", vectorstore=store, retrieval="nar")
     trace = agent.invoke({"question": Q})["trace"]
     assert chat.asked == ["SelfAskMove"]  # then text only (the context stops asking)
     assert trace["answer"] == "Japan"
@@ -220,7 +195,7 @@ def test_every_loop_step_asks_for_its_schema(loop: str) -> None:
     }
     chat = StructuredChat(script=Script(), objects=objects_from(table))
     _, store = lean_store()
-    agent = rca.create_rag_agent(chat, loop=loop, vectorstore=store, retrieval="nar", mer=True)
+    agent = rca.create_rag_agent(chat, pipeline=loop, vectorstore=store, retrieval="nar", mer=True)
     trace = agent.invoke({"question": Q})["trace"]
     loop_schema = next(iter(STRUCTURED_RUNS[loop]))
     assert chat.calls == []  # no text call at all

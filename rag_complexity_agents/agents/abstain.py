@@ -24,8 +24,9 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any, Literal
 
-from ..eval.metrics import cover_em
-from ..text import STOPWORDS, normalize_answer
+from ..retrieval.mer import DEFAULT_EXEMPLARS
+from ..text import STOPWORDS, cover_em, normalize_answer
+from .prompts import cot, react, searchain, self_ask
 from .retrieve import UNANSWERED
 
 AbstainMode = Literal["exemplar", "ungrounded"]
@@ -40,9 +41,6 @@ _YES_NO = frozenset({"yes", "no"})
 @lru_cache(maxsize=1)
 def exemplar_answers() -> frozenset[str]:
     """Every final and intermediate answer of every few-shot exemplar (loop prompts and MER)."""
-    from ..retrieval.mer import DEFAULT_EXEMPLARS
-    from .prompts import cot, react, searchain, self_ask
-
     answers: set[str] = set()
     for module in (cot, react, searchain, self_ask):
         answers |= module.exemplar_answers()

@@ -7,10 +7,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..eval.metrics import cover_em
 from ..models.calls import ChatReply
 from ..models.structured import record_format_failure
-from ..text import normalize_answer
+from ..retrieval.mer import DEFAULT_EXEMPLARS, MetaEvidenceReasoner, collect_evidence
+from ..text import cover_em, normalize_answer
 from . import no_retrieval
 from .abstain import NOT_FOUND, AbstainMode, abstention
 from .context import NAR_STRATEGIES, AgentContext
@@ -142,8 +142,6 @@ def answer_sub(state: AgentState, ctx: AgentContext) -> Update:
 
 def mer_node(state: AgentState, ctx: AgentContext) -> Update:
     """Meta Evidence Reasoner: reasoning path + top-l evidence across steps → answer."""
-    from ..retrieval.mer import DEFAULT_EXEMPLARS, MetaEvidenceReasoner, collect_evidence
-
     question = state["question"]
     indices = sorted({int(r.get("step", 0)) for r in state.get("retrievals") or []})
     rankings = [[doc_from_record(d) for d in step_docs(state, i)] for i in indices]

@@ -5,8 +5,7 @@
 * ``cot`` — few-shot chain of thought over the retrieved passages.
 
 They reuse the prompts of :mod:`.no_retrieval` and :mod:`.single_step` (the plain-function
-versions used by the harness's ``no_retrieval`` / ``single_step`` strategies). MER is off by
-default here (``mer=True`` turns it on).
+versions used by the harness's ``no_retrieval`` / ``single_step`` strategies).
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from .parsers import CoTParse, parse_cot
 from .prompts import cot as cot_prompt
 from .state import AgentState, doc_from_record, merge_steps
 from .steps import Update, copied_exemplar, step_docs, steps_of
-from .wiring import Loop, LoopBuilder, NodeFn, Think
+from .wiring import Loop, NodeFn, Think
 
 COT_EXAMPLE_ANSWERS = cot_prompt.exemplar_answers()
 
@@ -77,7 +76,6 @@ def _single_pass(name: str, description: str, answer_node: NodeFn) -> Loop:
         nodes={"seed": seed, "answer": answer_node, "conclude": conclude},
         accept="answer",
         edges=[("seed", "retrieve"), ("answer", "conclude")],
-        mer=False,
     )
 
 
@@ -88,7 +86,6 @@ NO_RETRIEVAL = Loop(
     nodes={"answer": answer, "conclude": conclude},
     edges=[("answer", "conclude")],
     retrieval="none",
-    mer=False,
 )
 SINGLE_STEP = _single_pass(
     "single_step",
@@ -108,15 +105,9 @@ COT = _single_pass(
     ),
 )
 
-build_no_retrieval = LoopBuilder(NO_RETRIEVAL)
-build_single_step = LoopBuilder(SINGLE_STEP)
-build_cot = LoopBuilder(COT)
 
 __all__ = [
     "COT",
     "NO_RETRIEVAL",
     "SINGLE_STEP",
-    "build_cot",
-    "build_no_retrieval",
-    "build_single_step",
 ]

@@ -1,12 +1,11 @@
 """Per-run resources of the loops.
 
-A graph is built from a :class:`~rag_complexity_agents.config.Config` (and optionally ready
-:class:`~rag_complexity_agents.components.Components`, e.g. with a fake chat model in tests).
-Each run resolves its knobs from ``config["configurable"]`` and the run context
-(:class:`~.state.RunOptions`: retrieval strategy, MER, model spec, b, c, m, l, max steps, …)
-on top of the profile (``agents.profile``, :func:`~rag_complexity_agents.config.apply_profile`)
-into an :class:`AgentContext`; contexts are cached per distinct knob set and share every
-component the changed knobs do not affect.
+A graph is built from a pipeline (:mod:`~rag_complexity_agents.config.pipelines`), a
+:class:`~rag_complexity_agents.config.Config` and optionally ready
+:class:`~rag_complexity_agents.components.Components` (e.g. with a fake chat model in tests).
+Each run resolves its knobs (:mod:`~rag_complexity_agents.config.knobs`: the graph's own,
+then the run's ``configurable`` and context) into an :class:`AgentContext`; contexts are cached
+per distinct knob set and share every component the changed knobs do not affect.
 
 **Retrieval strategies** (``agents.retrieval``): ``none``; ``first_stage``; ``rerank`` (the
 scorer over the first-stage pool, no neighbours); ``nar`` (Algorithm 1); ``sunar`` (NAR +
@@ -27,35 +26,18 @@ from langchain_core.runnables import RunnableConfig
 
 from ..components import Components
 from ..config import AgentsConfig, Config, NARParams
+from ..config.knobs import KNOBS_BY_NAME, checked, idle_knob_notes, knob_list
+from ..config.pipelines import NAR_STRATEGIES, RETRIEVAL_STRATEGIES, Pipeline, active_parts
 from ..errors import ConfigError
-from ..profiles import apply_profile
 from ..retrieval.nar import BatchFeedback, BatchHook
 from ..types import ScoredDoc
-from .state import OPTION_KEYS, plain
+from .state import plain
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
+    from ..models.structured import StructuredOutput
     from ..retrieval.sunar import SunarRetriever
-    from .structured import StructuredOutput
-
-RETRIEVAL_STRATEGIES = ("none", "first_stage", "rerank", "nar", "sunar")
-NAR_STRATEGIES = ("rerank", "nar", "sunar")
-
-#: What a served graph (``langgraph dev``: :func:`serve_clients`) lets a run change: the
-#: answer-shaping knobs only, short name → dotted config key; never a model, a host, a path, a
-#: home or a collection. A run may name them by either form, top level or in ``overrides``.
-SERVED_KNOBS: dict[str, str] = {
-    "b": "nar.b",
-    "c": "nar.c",
-    "m": "asu.m",
-    "l": "answer.sub_passages",  # passages per sub-question answer
-    "k": "answer.passages",
-    "max_steps": "agents.max_steps",
-    "retrieval": "agents.retrieval",
-    "mer": "agents.mer",
-    "profile": "agents.profile",
-}
 
 _SERVING = threading.Event()
 
@@ -63,9 +45,9 @@ _SERVING = threading.Event()
 def serve_clients() -> None:
     """Declare that this process serves graphs to API clients (``langgraph dev`` imports the
     entry modules in ``graphs/``, which call this through :func:`~.registry.studio_graph`):
-    from then on every run of every graph in the process accepts only :data:`SERVED_KNOBS`
-    (:func:`served_options`), including graphs built later, such as the loops the adaptive
-    router builds on its first question, which inherit the client's ``configurable``."""
+    from then on every run of every graph in the process accepts only the knobs of the knob
+    table, within their bounds (:func:`served_options`), including graphs built later, such
+    as the loops the adaptive router builds on its first question."""
     _SERVING.set()
 
 
@@ -75,28 +57,25 @@ def serving_clients() -> bool:
 
 
 def served_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The run options a served graph accepts from ``options`` (a run's ``configurable`` and
-    context, our keys only): the knobs of :data:`SERVED_KNOBS`, as dotted ``overrides`` (the
-    profile as ``profile``); any other knob of ours is a ConfigError naming it and the allowed
-    ones."""
-    allowed = f"a run may set only {', '.join(SERVED_KNOBS)} (answer-shaping knobs)"
-    requested: dict[str, Any] = {k: v for k, v in options.items() if k != "overrides"}
-    extra = options.get("overrides") or {}
-    if not isinstance(extra, Mapping):
-        raise ConfigError(f"the run option 'overrides' must map knob names to values; {allowed}")
-    requested.update(extra)
-    dotted_of = {**SERVED_KNOBS, **{key: key for key in SERVED_KNOBS.values()}}
-    rejected = sorted(str(key) for key in requested if key not in dotted_of)
+    """The knobs of a served run (its ``configurable`` and context, our keys only), by name
+    and checked against their bounds; anything else is a ConfigError naming it."""
+    rejected = sorted(str(key) for key in options if key not in KNOBS_BY_NAME)
     if rejected:
         raise ConfigError(
-            f"this server does not accept the run option(s) {', '.join(rejected)}; {allowed}"
+            f"this server does not accept the run option(s) {', '.join(rejected)}; a run may "
+            f"set only the knobs {knob_list()}"
         )
-    overrides = {dotted_of[key]: value for key, value in requested.items() if value is not None}
-    profile = overrides.pop(SERVED_KNOBS["profile"], None)
-    served: dict[str, Any] = {"overrides": overrides} if overrides else {}
-    if profile is not None:
-        served["profile"] = profile
-    return served
+    return checked(options)
+
+
+_RUN_OPTIONS = frozenset({"overrides", "chat_model", "collection", "temperature", "seed", "preset"})
+"""Run options of ours that are not knobs (accepted in process only, or never)."""
+
+
+def _ours(key: str) -> bool:
+    """Whether a ``configurable`` key is one of our run options (a knob, a config key, …)
+    rather than the server's own (thread id, run id, checkpoint, …)."""
+    return key in KNOBS_BY_NAME or key in _RUN_OPTIONS or key in Config.model_fields or "." in key
 
 
 def check_strategy(retrieval: str) -> str:
@@ -218,6 +197,7 @@ class AgentContext:
     config: Config
     parts: Components
     options: dict[str, Any]
+    pipeline: Pipeline
     _retrievers: dict[tuple[str, int], SunarRetriever] = field(default_factory=dict)
     _locks: dict[tuple[str, int], threading.Lock] = field(default_factory=dict)
     _asu: MemoisedBatchHook | None = None
@@ -230,11 +210,21 @@ class AgentContext:
 
     @property
     def strategy(self) -> str:
+        """The retrieval strategy of this run (the pipeline's unless a knob changed it)."""
         return str(self.config.agents.retrieval)
 
     @property
     def mer(self) -> bool:
         return bool(self.config.agents.mer)
+
+    @property
+    def active_parts(self) -> frozenset[str]:
+        """The pipeline parts this run runs (see :func:`~..config.pipelines.active_parts`)."""
+        return active_parts(self.pipeline.loop, self.strategy, self.mer)
+
+    def knob_notes(self) -> list[str]:
+        """One note for each knob this run was given that cannot act in it."""
+        return idle_knob_notes(self.options, self.active_parts, self.pipeline.name)
 
     @property
     def chat(self) -> BaseChatModel:
@@ -245,7 +235,8 @@ class AgentContext:
         """Whether this context's loop steps ask the chat model for structured output."""
         with self._guard:
             if self._structured is None:
-                from .structured import StructuredOutput
+                # LangChain's chat-model stack (about 1.3 s) loads on the first structured step
+                from ..models.structured import StructuredOutput
 
                 self._structured = StructuredOutput(self.chat, self.agents.structured_output)
             return self._structured
@@ -325,21 +316,25 @@ class AgentContext:
 
 
 class ResourceProvider:
-    """Resolves an :class:`AgentContext` per distinct set of run options (cached)."""
+    """Resolves an :class:`AgentContext` per distinct set of run knobs (cached)."""
 
     def __init__(
         self,
+        pipeline: Pipeline,
         config: Config | None = None,
         *,
         components: Components | None = None,
-        defaults: Mapping[str, Any] | None = None,
+        knobs: Mapping[str, Any] | None = None,
+        retrieval: str | None = None,
         max_contexts: int = 8,
     ) -> None:
         if components is not None and config is not None and components.config != config:
             components = derive_components(components, config)
+        self.pipeline = pipeline
         self.config = config or (components.config if components is not None else Config())
         self.components = components
-        self.defaults = dict(defaults or {})
+        self.knobs = checked(knobs or {})
+        self.retrieval = retrieval
         self._contexts: OrderedDict[str, AgentContext] = OrderedDict()
         self._lock = threading.Lock()
         self._max = max_contexts
@@ -348,42 +343,50 @@ class ResourceProvider:
     def options_of(
         config: RunnableConfig | None, context: Any = None, *, served: bool = False
     ) -> dict[str, Any]:
-        """Run options from the run context and ``configurable`` (which wins); ``served``:
-        only what :func:`served_options` allows (ConfigError for any other knob of ours)."""
-        keys = {*OPTION_KEYS, "overrides", *(SERVED_KNOBS if served else ())}
+        """A run's knobs from its context and ``configurable`` (which wins), by name; in
+        process also ``overrides`` (dotted config keys). ``served``: only the knobs, within
+        their bounds; a run option of ours that is not a knob is refused (:func:`served_options`),
+        the server's own keys (thread and run ids, …) are left alone."""
         options: dict[str, Any] = {}
         if isinstance(context, Mapping):
             options.update(context)
         elif context is not None and hasattr(context, "__dict__"):
-            options.update({k: v for k, v in vars(context).items() if v is not None})
+            options.update(vars(context))
         configurable = (config or {}).get("configurable") or {}
-        for key in keys:
-            if key in configurable and configurable[key] is not None:
-                options[key] = configurable[key]
-        options = {k: v for k, v in options.items() if k in keys and v is not None}
-        return served_options(options) if served else options
+        options.update({k: v for k, v in configurable.items() if _ours(k)})
+        options = {k: v for k, v in options.items() if v is not None}
+        if served:
+            return served_options(options)
+        extra = options.pop("overrides", None)
+        knobs = checked({k: v for k, v in options.items() if k in KNOBS_BY_NAME})
+        if extra:
+            if not isinstance(extra, Mapping):
+                raise ConfigError("the run option 'overrides' must map dotted config keys")
+            knobs["overrides"] = dict(extra)
+        return knobs
 
     def resolve(self, options: Mapping[str, Any] | None = None) -> AgentContext:
-        """The context of a run with ``options`` on top of the graph's defaults."""
-        merged = {**self.defaults, **{k: v for k, v in (options or {}).items() if v is not None}}
+        """The context of a run with ``options`` on top of the graph's own knobs."""
+        merged = {**self.knobs, **{k: v for k, v in (options or {}).items() if v is not None}}
         key = json.dumps(plain(merged), sort_keys=True)
         with self._lock:
             ctx = self._contexts.get(key)
             if ctx is not None:
                 self._contexts.move_to_end(key)
                 return ctx
-        base = apply_profile(self.config, merged.get("profile"))
-        overrides = {OPTION_KEYS[k]: v for k, v in merged.items() if k in OPTION_KEYS}
-        extra = merged.get("overrides") or {}
-        if not isinstance(extra, Mapping):
-            raise ConfigError("the run option 'overrides' must be a mapping of dotted keys")
-        overrides.update(extra)
-        check_strategy(overrides.get("agents.retrieval", base.agents.retrieval))
-        config = base.with_overrides(overrides) if overrides else base
+        knobs = {k: v for k, v in merged.items() if k != "overrides"}
+        overrides = {KNOBS_BY_NAME[name].key: value for name, value in knobs.items()}
+        overrides.update(merged.get("overrides") or {})
+        config = self.config.with_overrides(overrides) if overrides else self.config
+        retrieval = self.retrieval or config.agents.retrieval or self.pipeline.retrieval
+        mer = self.pipeline.mer if config.agents.mer is None else config.agents.mer
+        config = config.with_overrides(
+            {"agents.retrieval": check_strategy(retrieval), "agents.mer": mer}
+        )
         if self.components is None:
             self.components = Components(self.config)
         parts = derive_components(self.components, config)
-        ctx = AgentContext(config=config, parts=parts, options=plain(merged))
+        ctx = AgentContext(config=config, parts=parts, options=plain(knobs), pipeline=self.pipeline)
         with self._lock:
             self._contexts[key] = ctx
             while len(self._contexts) > self._max:
@@ -399,7 +402,6 @@ class ResourceProvider:
 __all__ = [
     "NAR_STRATEGIES",
     "RETRIEVAL_STRATEGIES",
-    "SERVED_KNOBS",
     "AgentContext",
     "MemoisedBatchHook",
     "ResourceProvider",

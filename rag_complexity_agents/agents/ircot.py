@@ -23,7 +23,7 @@ from .prompts import cot as prompt
 from .state import AgentState, DocRecord, doc_from_record, merge_steps
 from .steps import Update, ask, copied_exemplar, same_query, step_docs, step_limit, steps_of
 from .structured import CoTStep
-from .wiring import Loop, LoopBuilder, Think, has_answer
+from .wiring import Loop, Think, has_answer
 
 LOOP = "ircot"
 EXAMPLE_ANSWERS = prompt.exemplar_answers()
@@ -150,6 +150,5 @@ IRCOT = Loop(
     routes={"reason": ("retrieve", "conclude")},
 )
 
-build_ircot = LoopBuilder(IRCOT)
 
-__all__ = ["IRCOT", "LOOP", "build_ircot", "seed", "update_pool"]
+__all__ = ["IRCOT", "LOOP", "seed", "update_pool"]

@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-MAX_CHARS = 20_000
+from ..text import MAX_CHARS, as_text
+
 MAX_ANSWER_CHARS = 200
 MAX_QUERY_CHARS = 300
 MAX_CHAIN_NODES = 20
@@ -48,13 +49,6 @@ _QUERY_LABEL = re.compile(
     r"^[ \t*]*(?:sub-?)?(?:question|query|q)[ \t]*(?:\d{1,3}[ \t]*)?[:：][ \t]*", re.I
 )
 _SENTENCE_END = re.compile(r"(?<=[^\s.]{2}[.!?])\s+(?=[A-Z\"'(\[])")
-
-
-def as_text(value: object) -> str:
-    """A string to parse: non-strings become '', NULs are dropped, length is capped."""
-    if not isinstance(value, str):
-        return ""
-    return value[:MAX_CHARS].replace("\x00", " ")
 
 
 def has_content(text: str) -> bool:

@@ -48,7 +48,7 @@ from .retrieve import UNANSWERED
 from .state import AgentState
 from .steps import Update, ask, reasoning_path, same_query, step_limit, steps_of
 from .structured import ShortAnswer, SubQuestionPlan
-from .wiring import Loop, LoopBuilder, Think, has_answer
+from .wiring import Loop, Think, has_answer
 
 LOOP = "plan_execute"
 EXAMPLE_QUESTIONS = prompt.exemplar_questions()
@@ -201,6 +201,5 @@ PLAN_EXECUTE = Loop(
     routes={"plan": ("plan", "retrieve", "conclude"), "next": ("retrieve", "conclude")},
 )
 
-build_plan_execute = LoopBuilder(PLAN_EXECUTE)
 
-__all__ = ["LOOP", "PLAN_EXECUTE", "build_plan_execute", "is_chain", "substitute_answers"]
+__all__ = ["LOOP", "PLAN_EXECUTE", "is_chain", "substitute_answers"]

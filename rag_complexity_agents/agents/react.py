@@ -27,7 +27,7 @@ from .prompts import react as prompt
 from .state import AgentState, Step, merge_steps
 from .steps import Update, ask, copied_exemplar, same_query, step_docs, steps_of
 from .structured import ReActMove, ShortAnswer, ask_step
-from .wiring import Loop, LoopBuilder, Think
+from .wiring import Loop, Think
 
 LOOP = "react"
 EXAMPLE_ANSWERS = prompt.exemplar_answers()
@@ -219,6 +219,5 @@ REACT = Loop(
     routes={"think": ("think", "retrieve", "lookup", "conclude")},
 )
 
-build_react = LoopBuilder(REACT)
 
-__all__ = ["LOOP", "REACT", "build_react"]
+__all__ = ["LOOP", "REACT"]

@@ -21,9 +21,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..eval.metrics import cover_em
 from ..models.calls import call_chat
-from ..text import STOPWORDS, normalize_answer
+from ..text import STOPWORDS, cover_em, normalize_answer
 from .context import NAR_STRATEGIES, AgentContext
 from .parsers import clean_query
 from .prompts import requery as requery_prompt

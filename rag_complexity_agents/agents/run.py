@@ -52,19 +52,28 @@ def _needs_thread(graph: Graph, config: RunnableConfig) -> RunnableConfig:
     return config
 
 
+def _merge(state: dict[str, Any], update: Mapping[str, Any]) -> None:
+    """Fold one ``updates`` event into ``state``: every node returns the new value of what
+    it changes (no reducers), so the folded updates are the run's whole internal state, which
+    a run cut short needs for its partial trace (the graph's output is only its answer)."""
+    for changes in update.values():
+        if isinstance(changes, Mapping):
+            state.update(changes)
+
+
 def _result(state: Mapping[str, Any], started: float, *, cut_short: bool) -> RunResult:
     seconds = round(time.perf_counter() - started, 3)
     if not cut_short and state.get("trace"):
-        trace = dict(state["trace"])
+        trace: dict[str, Any] = dict(state["trace"])
         trace["seconds"] = seconds
         return RunResult(str(state.get("answer") or trace.get("answer", "")), trace)
     partial = dict(state)
     partial["stop_reason"] = "recursion_limit"
     answer, source = final_answer(partial)
     partial.update(answer=answer, answer_source=source)
-    trace = build_trace(partial)
-    trace["seconds"] = seconds
-    return RunResult(answer, trace)
+    partial_trace: dict[str, Any] = dict(build_trace(partial))
+    partial_trace["seconds"] = seconds
+    return RunResult(answer, partial_trace)
 
 
 def run_graph(
@@ -83,13 +92,13 @@ def run_graph(
         run_config(options, config=config, thread_id=thread_id, recursion_limit=recursion_limit),
     )
     started = time.perf_counter()
-    last: Mapping[str, Any] = {"question": question}
+    state: dict[str, Any] = {"question": question}
     try:
-        for state in graph.stream({"question": question}, cfg, stream_mode="values"):
-            last = state
+        for update in graph.stream({"question": question}, cfg, stream_mode="updates"):
+            _merge(state, update)
     except GraphRecursionError:
-        return _result(last, started, cut_short=True)
-    return _result(last, started, cut_short=False)
+        return _result(state, started, cut_short=True)
+    return _result(state, started, cut_short=False)
 
 
 async def arun_graph(
@@ -107,13 +116,13 @@ async def arun_graph(
         run_config(options, config=config, thread_id=thread_id, recursion_limit=recursion_limit),
     )
     started = time.perf_counter()
-    last: Mapping[str, Any] = {"question": question}
+    state: dict[str, Any] = {"question": question}
     try:
-        async for state in graph.astream({"question": question}, cfg, stream_mode="values"):
-            last = state
+        async for update in graph.astream({"question": question}, cfg, stream_mode="updates"):
+            _merge(state, update)
     except GraphRecursionError:
-        return _result(last, started, cut_short=True)
-    return _result(last, started, cut_short=False)
+        return _result(state, started, cut_short=True)
+    return _result(state, started, cut_short=False)
 
 
 def stream_graph(

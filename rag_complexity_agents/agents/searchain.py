@@ -21,9 +21,8 @@ verified nodes and ``agents.max_steps + 1`` planning rounds.
 
 from __future__ import annotations
 
-from ..eval.metrics import cover_em
 from ..models.calls import ChatReply
-from ..text import normalize_answer
+from ..text import cover_em, normalize_answer
 from .answer import UNKNOWN_ANSWER, answer_from_evidence
 from .context import AgentContext
 from .parsers import ChainNode, SearChainParse, clean_answer, clean_query, parse_searchain
@@ -31,7 +30,7 @@ from .prompts import searchain as prompt
 from .state import AgentState, ChainNodeState, merge_steps
 from .steps import Update, ask, copied_exemplar, same_query, step_limit, steps_of
 from .structured import SearChainPlan, ShortAnswer
-from .wiring import Loop, LoopBuilder, Think, has_answer
+from .wiring import Loop, Think, has_answer
 
 LOOP = "searchain"
 EXAMPLE_ANSWERS = prompt.exemplar_answers()
@@ -244,6 +243,5 @@ SEARCHAIN = Loop(
     },
 )
 
-build_searchain = LoopBuilder(SEARCHAIN)
 
-__all__ = ["LOOP", "SEARCHAIN", "build_searchain", "consistent"]
+__all__ = ["LOOP", "SEARCHAIN", "consistent"]

@@ -36,8 +36,8 @@ every loop at the end (:mod:`.abstain`).
 
 from __future__ import annotations
 
-from ..eval.metrics import cover_em
 from ..models.calls import ChatReply, line_grammar
+from ..text import cover_em
 from .answer import answer_sub, supported
 from .context import AgentContext
 from .parsers import SelfAskParse, clean_answer, clean_query, parse_self_ask
@@ -46,7 +46,7 @@ from .retrieve import bridge_query
 from .state import AgentState
 from .steps import Update, ask, copied_exemplar, same_query, step_limit, steps_of
 from .structured import SelfAskMove, ShortAnswer
-from .wiring import Loop, LoopBuilder, Think, has_answer
+from .wiring import Loop, Think, has_answer
 
 LOOP = "self_ask"
 EXAMPLE_ANSWERS = prompt.exemplar_answers()
@@ -229,6 +229,5 @@ SELF_ASK = Loop(
     routes={"decompose": ("decompose", "retrieve", "conclude")},
 )
 
-build_self_ask = LoopBuilder(SELF_ASK)
 
-__all__ = ["LOOP", "SELF_ASK", "build_self_ask", "not_done"]
+__all__ = ["LOOP", "SELF_ASK", "not_done"]

@@ -13,19 +13,17 @@ sequential), so the start node can reset a thread that is reused with a checkpoi
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Annotated, Any, Literal, TypedDict
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal, TypedDict, Union, cast, get_args
 
 from langgraph.managed import RemainingSteps
 from pydantic import Field
 from typing_extensions import TypedDict as TypedDictX  # pydantic's JSON schema needs it (3.11)
 
+from ..config.knobs import KNOBS, field_of
+from ..config.pipelines import LoopName, RetrievalName
 from ..types import Chunk, ScoredDoc
 
-LoopName = Literal[
-    "self_ask", "plan_execute", "react", "searchain", "ircot", "cot", "single_step", "no_retrieval"
-]
-RetrievalName = Literal["none", "first_stage", "rerank", "nar", "sunar"]
 StopReason = Literal[
     "final_answer",
     "max_steps",
@@ -123,17 +121,66 @@ def merge_steps(left: list[Step] | None, right: list[Step] | None) -> list[Step]
     return merged  # type: ignore[return-value]
 
 
-class InputState(TypedDict):
+class InputState(TypedDictX):
     """What a run needs: the question."""
 
+    question: Annotated[str, Field(description="The question to answer.")]
+
+
+class Source(TypedDictX, total=False):
+    """A passage the answer was drawn from."""
+
+    id: str
+    doc_id: str | None
+    title: str
+    text: str
+    score: float
+    source: str  # first_stage | neighbour | backfill
+    via: str | None  # the document whose graph neighbours brought it in
+
+
+TRACE_VERSION = 1
+"""Version of :class:`Trace`'s layout (raised when a key changes meaning or goes away)."""
+
+
+class Trace(TypedDictX, total=False):
+    """A run's JSON trace (:func:`~.trace.build_trace`): what the loop did and what it cost."""
+
+    version: int
+    pipeline: str
+    strategy: str  # the graph's name
+    loop: str
+    retrieval: str
+    mer_enabled: bool
     question: str
+    answer: str
+    answer_source: str
+    loop_answer: str
+    stop_reason: str
+    format_errors: int
+    format_failures: int
+    format_failures_by_step: dict[str, int]
+    notes: list[str]
+    steps: list[dict[str, Any]]
+    sub_questions: list[str]
+    reasoning_path: list[list[str]]
+    mer: dict[str, Any] | None
+    evidence: list[dict[str, Any]]
+    llm_calls: int
+    asu_samples: int
+    retrieval_calls: int
+    input_tokens: int
+    output_tokens: int
+    seconds: float | None
+    options: dict[str, Any]
 
 
-class OutputState(TypedDict, total=False):
-    """What a run returns: the answer and the JSON trace."""
+class OutputState(TypedDictX, total=False):
+    """What a run returns: the answer, the passages it was drawn from and the trace."""
 
     answer: str
-    trace: dict[str, Any]
+    sources: list[Source]
+    trace: Trace
 
 
 class AgentState(TypedDict, total=False):
@@ -170,7 +217,8 @@ class AgentState(TypedDict, total=False):
     stop_reason: str
     mer: dict[str, Any]
     answer: str
-    trace: dict[str, Any]
+    sources: list[Source]
+    trace: Trace
     # what the chat model cannot do and how the run made up for it
     notes: list[str]
     # costs
@@ -183,73 +231,36 @@ class AgentState(TypedDict, total=False):
     remaining_steps: RemainingSteps
 
 
-class RunOptions(TypedDictX, total=False):
-    """Per-run knobs (``config["configurable"]`` or the run context); all optional. The graph's
-    context schema: LangGraph Studio shows each field, with its description, as a form field.
-
-    ``retrieval`` / ``mer`` pick the retrieval-node strategy and whether MER runs; ``b``,
-    ``c``, ``m``, ``l`` are SUNAR's symbols; ``overrides`` takes any dotted config key.
-    """
-
-    retrieval: Annotated[
-        RetrievalName,
-        Field(
-            description="Retrieval node: none, first_stage, rerank (scorer over the first "
-            "stage), nar (neighbourhood-aware re-ranking) or sunar (NAR + answer-uncertainty "
-            "re-scoring)."
-        ),
-    ]
-    mer: Annotated[
-        bool, Field(description="Finish with the Meta Evidence Reasoner over all evidence.")
-    ]
-    chat_model: Annotated[
-        str,
-        Field(
-            description="Chat model spec for this run: 'auto', 'llamacpp:<name|path.gguf>' or "
-            "'ollama:<model>' (replaces a chat model passed in)."
-        ),
-    ]
-    collection: Annotated[str, Field(description="Collection to retrieve from (rca index).")]
-    b: Annotated[int, Field(ge=1, description="NAR batch size b: documents scored per batch.")]
-    c: Annotated[int, Field(ge=0, description="NAR budget c: documents scored per query.")]
-    m: Annotated[int, Field(ge=1, description="ASU: answers sampled per NAR batch.")]
-    l: Annotated[  # noqa: E741 - the paper's symbol
-        int, Field(ge=1, description="MER: top-l evidences across sub-questions.")
-    ]
-    max_steps: Annotated[
-        int, Field(ge=1, description="Loop steps (sub-questions, actions, sentences) at most.")
-    ]
-    passages: Annotated[int, Field(ge=1, description="Evidence passages per answering prompt (k).")]
-    temperature: Annotated[float, Field(ge=0.0, le=2.0, description="Chat model temperature.")]
-    seed: Annotated[int, Field(description="Chat model seed.")]
-    profile: Annotated[
-        Literal["cpu", "paper"],
-        Field(
-            description="'cpu' shrinks the paper-sized knobs nobody set (b=2, c=8, m=3, l=4); "
-            "'paper' keeps the paper's defaults."
-        ),
-    ]
-    overrides: Annotated[
-        dict[str, Any],
-        Field(description="Any other knob as a dotted config key, e.g. {'nar.pool': 'own'}."),
-    ]
+def _run_options() -> type:
+    fields: dict[str, Any] = {}
+    for knob in KNOBS:
+        info = field_of(knob)
+        alias = f" Paper symbol: {knob.symbol}." if knob.symbol else ""
+        described = Field(
+            description=f"{info.description or ''}{alias}",
+            ge=_bound(info, "ge"),
+            le=_bound(info, "le"),
+        )
+        fields[knob.name] = Annotated[_without_none(info.annotation), described]
+    return TypedDictX("RunOptions", fields, total=False)  # type: ignore[operator]
 
 
-OPTION_KEYS: dict[str, str] = {
-    "retrieval": "agents.retrieval",
-    "mer": "agents.mer",
-    "chat_model": "models.chat",
-    "collection": "collection",
-    "b": "nar.b",
-    "c": "nar.c",
-    "m": "asu.m",
-    "l": "mer.l",
-    "max_steps": "agents.max_steps",
-    "passages": "answer.passages",
-    "temperature": "models.temperature",
-    "seed": "models.seed",
-    "profile": "agents.profile",
-}
+def _without_none(annotation: Any) -> Any:
+    """``X | None`` → ``X`` (an absent knob is the unset one)."""
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    return Union[tuple(args)] if args and type(None) in get_args(annotation) else annotation  # noqa: UP007
+
+
+def _bound(info: Any, name: str) -> Any:
+    return next(
+        (getattr(m, name) for m in info.metadata if getattr(m, name, None) is not None), None
+    )
+
+
+RunOptions = _run_options()
+"""Per-run knobs (``config["configurable"]`` or the run context), all optional: the graph's
+context schema, built from the knob table (:mod:`~rag_complexity_agents.config.knobs`).
+LangGraph Studio shows each as a form field with its description and bounds."""
 
 
 def plain(value: Any) -> Any:
@@ -308,8 +319,23 @@ def without_text(records: Sequence[DocRecord]) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if k != "text"} for r in records]
 
 
+def sources_of(state: Mapping[str, Any], trace: Mapping[str, Any]) -> list[Source]:
+    """The passages of the trace's evidence with their text (from the run's retrievals)."""
+    texts: dict[str, str] = {}
+    for record in state.get("retrievals") or []:
+        for doc in record.get("docs") or []:
+            texts.setdefault(str(doc.get("id")), str(doc.get("text") or ""))
+    keys = ("id", "doc_id", "title", "score", "source", "via")
+    sources = []
+    for doc in trace.get("evidence") or []:
+        source = {k: doc[k] for k in keys if k in doc}
+        source["text"] = texts.get(str(doc.get("id")), "")
+        sources.append(cast(Source, source))
+    return sources
+
+
 __all__ = [
-    "OPTION_KEYS",
+    "TRACE_VERSION",
     "AgentState",
     "BatchRecord",
     "ChainNodeState",
@@ -320,11 +346,14 @@ __all__ = [
     "RetrievalName",
     "RetrievalRecord",
     "RunOptions",
+    "Source",
     "Step",
     "StopReason",
+    "Trace",
     "doc_from_record",
     "doc_record",
     "merge_steps",
     "plain",
+    "sources_of",
     "without_text",
 ]

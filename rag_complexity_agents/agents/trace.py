@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from .answer import final_answer
-from .state import plain, without_text
+from .state import TRACE_VERSION, Trace, plain, without_text
 from .steps import reasoning_path
 
 
-def build_trace(state: Mapping[str, Any], *, passages: int | None = None) -> dict[str, Any]:
+def build_trace(state: Mapping[str, Any], *, passages: int | None = None) -> Trace:
     """The run's JSON trace (also built from a partial state when a run was cut short)."""
     options = dict(state.get("options") or {})
     retrievals = list(state.get("retrievals") or [])
@@ -61,8 +61,10 @@ def build_trace(state: Mapping[str, Any], *, passages: int | None = None) -> dic
     answer, source = final_answer(state)
     started = state.get("started_at")
     by_step = {k: int(v) for k, v in sorted((state.get("format_failures") or {}).items()) if v}
-    return plain(
+    trace: Trace = plain(
         {
+            "version": TRACE_VERSION,
+            "pipeline": options.get("pipeline"),
             "strategy": options.get("graph") or options.get("loop"),
             "loop": options.get("loop"),
             "retrieval": options.get("retrieval"),
@@ -90,6 +92,7 @@ def build_trace(state: Mapping[str, Any], *, passages: int | None = None) -> dic
             "options": options,
         }
     )
+    return trace
 
 
 __all__ = ["build_trace"]

@@ -24,13 +24,14 @@ from pydantic import BaseModel
 
 from ..components import Components
 from ..config import Config
+from ..config.pipelines import Pipeline
 from ..models.calls import ChatReply
 from ..models.structured import format_failures, record_format_failure
 from ..text import validate_question
 from .answer import final_answer, mer_node
-from .context import AgentContext, ResourceProvider, check_strategy
+from .context import AgentContext, ResourceProvider
 from .retrieve import after_retrieve, explore, requery, retrieve
-from .state import AgentState, InputState, RunOptions
+from .state import AgentState, InputState, OutputState, RunOptions, sources_of
 from .steps import Update, step_limit
 from .structured import ask_step, model_notes
 from .trace import build_trace
@@ -107,8 +108,7 @@ class Loop:
     node and its ASU edges just before ``accept``, the node the retrieval node hands accepted
     evidence to (None: the loop never retrieves). ``edges`` are fixed edges; ``routes`` maps
     a node to the nodes its ``next_node`` may pick (the last one is the fallback).
-    ``retrieval`` forces a retrieval strategy; ``mer`` is the MER default when the caller
-    gives none (None: ``agents.mer``).
+    ``retrieval`` forces a retrieval strategy whatever the pipeline or a knob says.
     """
 
     name: str
@@ -119,7 +119,6 @@ class Loop:
     edges: Sequence[tuple[str, str]] = ()
     routes: Mapping[str, Sequence[str]] = field(default_factory=dict)
     retrieval: str | None = None
-    mer: bool | None = None
 
 
 def _bind(provider: ResourceProvider, fn: NodeFn) -> Callable[..., Update]:
@@ -139,7 +138,7 @@ def _bind(provider: ResourceProvider, fn: NodeFn) -> Callable[..., Update]:
     return node
 
 
-def start_node(loop: str, name: str) -> NodeFn:
+def start_node(pipeline: Pipeline, name: str) -> NodeFn:
     """Validates the question and resets the run (threads may be reused)."""
 
     def start(state: AgentState, ctx: AgentContext) -> Update:
@@ -152,7 +151,8 @@ def start_node(loop: str, name: str) -> NodeFn:
             "question": question,
             "options": {
                 "graph": name,
-                "loop": loop,
+                "pipeline": pipeline.name,
+                "loop": pipeline.loop,
                 "retrieval": ctx.strategy,
                 "mer": ctx.mer,
                 **ctx.options,
@@ -183,7 +183,7 @@ def start_node(loop: str, name: str) -> NodeFn:
             "mer": {},
             "answer": "",
             "trace": {},
-            "notes": model_notes(ctx),
+            "notes": [*model_notes(ctx), *ctx.knob_notes()],
             "llm_calls": 0,
             "asu_samples": 0,
             "retrieval_calls": 0,
@@ -198,10 +198,12 @@ def finish(state: AgentState, ctx: AgentContext) -> Update:
     """The answer (MER's when it gave one, else the loop's) and the JSON trace."""
     answer, source = final_answer(state, ctx.agents.abstain)
     state = {**state, "answer": answer, "answer_source": source}
+    trace = build_trace(state, passages=ctx.config.answer.passages)
     return {
         "answer": answer,
         "answer_source": source,
-        "trace": build_trace(state, passages=ctx.config.answer.passages),
+        "trace": trace,
+        "sources": sources_of(state, trace),
     }
 
 
@@ -213,16 +215,6 @@ def route_next(*allowed: str) -> Callable[[AgentState], str]:
         return target if target in allowed else allowed[-1]
 
     return route
-
-
-def loop_defaults(retrieval: str | None, mer: bool | None) -> dict[str, Any]:
-    """Graph-level defaults for the run options (None: take the config's)."""
-    defaults: dict[str, Any] = {}
-    if retrieval is not None:
-        defaults["retrieval"] = check_strategy(retrieval)
-    if mer is not None:
-        defaults["mer"] = bool(mer)
-    return defaults
 
 
 def _add_retrieval(
@@ -245,29 +237,31 @@ def _add_retrieval(
 
 def build_loop(
     loop: Loop,
+    pipeline: Pipeline,
     config: Config | None = None,
     *,
     components: Components | None = None,
-    retrieval: str | None = None,
-    mer: bool | None = None,
     checkpointer: Any = None,
+    knobs: Mapping[str, Any] | None = None,
     name: str | None = None,
 ) -> Graph:
-    """The compiled graph of ``loop``. ``retrieval`` / ``mer`` set this graph's defaults
-    (else ``agents.retrieval`` / ``agents.mer``); runs can still change them
-    (``configurable``)."""
-    name = name or loop.name
+    """The compiled graph of ``loop`` run as ``pipeline`` (its retrieval strategy and MER);
+    ``knobs`` are the graph's own knob values, which runs can change (``configurable``);
+    ``name`` names the graph (default: the pipeline's name)."""
     provider = ResourceProvider(
-        config,
-        components=components,
-        defaults=loop_defaults(loop.retrieval or retrieval, loop.mer if mer is None else mer),
+        pipeline, config, components=components, knobs=knobs, retrieval=loop.retrieval
     )
 
     def bind(fn: NodeFn) -> Callable[..., Update]:
         return _bind(provider, fn)
 
-    graph = StateGraph(AgentState, context_schema=RunOptions, input_schema=InputState)
-    graph.add_node("start", bind(start_node(loop.name, name)))
+    graph = StateGraph(
+        AgentState,
+        context_schema=RunOptions,
+        input_schema=InputState,
+        output_schema=OutputState,
+    )
+    graph.add_node("start", bind(start_node(pipeline, name or pipeline.name)))
     for node, fn in loop.nodes.items():
         if node == loop.accept:
             _add_retrieval(graph, provider, node)
@@ -289,48 +283,17 @@ def build_loop(
         graph.add_edge(source, target)
     for source, targets in loop.routes.items():
         graph.add_conditional_edges(source, route_next(*targets), list(targets))
-    return graph.compile(checkpointer=checkpointer, name=name)
-
-
-class LoopBuilder:
-    """``build_<loop>(config, *, components, retrieval, mer, checkpointer, name)``: the
-    compiled graph of one :class:`Loop`."""
-
-    def __init__(self, loop: Loop) -> None:
-        self.loop = loop
-        self.__doc__ = f"The compiled {loop.description} graph (see :mod:`{loop.name}`)."
-
-    def __call__(
-        self,
-        config: Config | None = None,
-        *,
-        components: Components | None = None,
-        retrieval: str | None = None,
-        mer: bool | None = None,
-        checkpointer: Any = None,
-        name: str | None = None,
-    ) -> Graph:
-        return build_loop(
-            self.loop,
-            config,
-            components=components,
-            retrieval=retrieval,
-            mer=mer,
-            checkpointer=checkpointer,
-            name=name,
-        )
+    return graph.compile(checkpointer=checkpointer, name=name or pipeline.name)
 
 
 __all__ = [
     "Graph",
     "Loop",
-    "LoopBuilder",
     "NodeFn",
     "Think",
     "build_loop",
     "finish",
     "has_answer",
-    "loop_defaults",
     "route_next",
     "start_node",
 ]

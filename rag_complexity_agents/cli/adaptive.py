@@ -44,7 +44,7 @@ def adaptive_label(
     set_: SetOption = None,
 ) -> None:
     """Run A, B, C through the harness (resumable) and label each question."""
-    from ..complexity.adaptive.labels import collect_labels
+    from ..eval.adaptive import collect_labels
 
     cfg = build_config(
         config,

@@ -11,13 +11,17 @@ from typing import Annotated, Any, TypeVar
 import typer
 from pydantic import ValidationError
 
-from ..config import Config, load_config, validation_message
+from ..config import Config, validation_message
 from ..errors import ConfigError, RCAError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 ConfigOption = Annotated[
     Path | None, typer.Option("--config", help="TOML config file (default: ./rca.toml if present).")
+]
+PresetOption = Annotated[
+    str | None,
+    typer.Option("--preset", help="Starting values: cpu (default, sized for a CPU) | paper."),
 ]
 SetOption = Annotated[
     list[str] | None,
@@ -78,7 +82,9 @@ def parse_set(pairs: list[str] | None) -> dict[str, Any]:
 
 
 def build_config(path: Path | None, pairs: list[str] | None, **flags: Any) -> Config:
-    """The config file (or ./rca.toml), then --set pairs, then the flags that were given."""
+    """The preset (flag ``preset``), the config file (or ./rca.toml) and ``RCA_*`` variables
+    (:meth:`Config.from_env`), then --set pairs, then the other flags that were given."""
+    preset = flags.pop("preset", None)
     overrides = parse_set(pairs)
     overrides.update({key: value for key, value in flags.items() if value is not None})
-    return load_config(path).with_overrides(overrides)
+    return Config.from_env(path, preset=preset).with_overrides(overrides)

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..config.pipelines import DEFAULT_PIPELINE, PIPELINES
 from ..errors import ConfigError
 from .common import ConfigOption, SetOption, build_config, fail_cleanly, quiet_libraries
 
@@ -69,7 +70,8 @@ def info(
     config: ConfigOption = None,
     set_: SetOption = None,
 ) -> None:
-    """Show collections (sizes, graph statistics) and the models found on this machine."""
+    """Show collections (sizes, graph statistics), the models found on this machine and the
+    registered pipelines."""
     from dataclasses import asdict
 
     from ..corpus.store import CorpusStore, list_collections
@@ -87,6 +89,8 @@ def info(
             "scorer": cfg.models.scorer,
             "equivalence": cfg.models.equivalence,
         },
+        "pipelines": {name: p.description for name, p in PIPELINES.items()},
+        "default_pipeline": DEFAULT_PIPELINE,
     }
     if as_json:
         typer.echo(json.dumps(report, indent=2, default=str))
@@ -108,3 +112,7 @@ def info(
         where = entry["path"] or entry["note"] or entry["install"]
         typer.echo(f"  {entry['name']} ({entry['kind']}): {mark}; {where}")
     typer.echo(f"configured: {json.dumps(report['config'])}")
+    typer.secho("pipelines (rca ask --pipeline NAME):", bold=True)
+    for name, description in report["pipelines"].items():
+        mark = " (default)" if name == DEFAULT_PIPELINE else ""
+        typer.echo(f"  {name}{mark}: {description}")

@@ -32,7 +32,8 @@ def grade_matrix(
     set_: SetOption = None,
 ) -> None:
     """Error rate per (hops, D_r quartile) cell, Pearson r of D_r with correctness, heatmap."""
-    from ..complexity.grade.matrix import matrix_for_run, matrix_markdown, write_report
+    from ..complexity.grade.matrix import matrix_markdown, write_report
+    from ..eval.grade import matrix_for_run
 
     cfg = build_config(config, set_)
     matrix, _ = matrix_for_run(run, dataset=dataset, config=cfg, data_dir=data)

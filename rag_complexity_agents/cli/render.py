@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -79,21 +78,4 @@ def print_trace(question: str, answer: str, trace: dict[str, Any]) -> None:
         f"({trace.get('asu_samples', 0)} ASU samples) · {trace.get('retrieval_calls')} "
         f"retrievals · {trace.get('input_tokens')}+{trace.get('output_tokens')} tokens · "
         f"{float(trace.get('seconds') or 0.0):.1f} s"
-    )
-
-
-def print_single_step(
-    question: str, answer: str, trace: dict[str, Any], chunk_text: Callable[[str], str]
-) -> None:
-    """A readable view of a single-step answer: the evidence passages and the cost."""
-    typer.secho(f"Q: {question}", bold=True)
-    typer.secho(f"A: {answer}", fg=typer.colors.GREEN, bold=True)
-    typer.echo("\nEvidence:")
-    for number, doc in enumerate(trace["evidence"], start=1):
-        text = chunk_text(doc["id"])
-        snippet = text if len(text) <= 160 else text[:157] + "..."
-        typer.echo(f"  [{number}] {doc['title']} (score {doc['score']:.3f}): {snippet}")
-    typer.echo(
-        f"\n{trace['llm_calls']} LLM call, {trace['input_tokens']}+{trace['output_tokens']} "
-        f"tokens, {trace['seconds']:.1f} s"
     )

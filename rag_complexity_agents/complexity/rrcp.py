@@ -400,6 +400,8 @@ class RetrievalComplexity:
     @classmethod
     def from_config(cls, config: Config, components: Any = None) -> RetrievalComplexity:
         """Build from ``config.rrcp`` with the collection's first stage and packaged models."""
+        # The wiring and the evaluators' LangChain chat stack (about 3 s) load only here: the
+        # measures of this module stay pure and cheap to import.
         from ..components import Components
         from .rrcp_evaluators import MaxSimTokenRelevance, load_answer_evaluator
 
@@ -484,6 +486,7 @@ def retrieval_complexity(
     references the LLM / cross-encoder evaluators judge reference-free.
     """
     if pipeline is None:
+        # pydantic's config models load only when a pipeline is built (see from_config)
         from ..config import Config as _Config
 
         cfg = config or _Config()

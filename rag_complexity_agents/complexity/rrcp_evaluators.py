@@ -47,6 +47,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError, ModelNotAvailable
 from ..models.calls import parse_yes_no, reply_text
+from ..models.llamacpp import LlamaCppChatModel, to_messages
 from ..models.structured import StructuredOutput, ask_yes_no
 from ..optional import require
 from ..text import STOPWORDS, normalize_answer
@@ -97,8 +98,6 @@ def yes_probability(chat: BaseChatModel, messages: Sequence[Any]) -> float:
     structured output (1 / 0, 0.5 if unreadable).
     Malformed replies never raise.
     """
-    from ..models.llamacpp import LlamaCppChatModel, to_messages
-
     msgs = to_messages(list(messages))
     if isinstance(chat, LlamaCppChatModel):
         return float(chat.yes_probability(msgs))

@@ -1,11 +1,11 @@
 """One typed configuration object holding every knob.
 
-Precedence (highest first): explicit overrides (CLI flags, ``configurable`` in graphs) →
-environment variables (``RCA_`` prefix, ``__`` between nesting levels, e.g.
-``RCA_CORPUS__CHUNK_SIZE=256``) → a TOML file (``RCA_CONFIG`` or ``./rca.toml``) → the
-profile (``agents.profile``, see :mod:`.profiles`) → defaults. Paper symbols keep the paper's
-names and defaults; the ``cpu`` profile (the default) gives the paper-sized knobs that nobody
-set smaller values (:func:`is_set` tells which were set).
+``Config()`` is the package's defaults and nothing else: the ``cpu`` preset, sized for a
+2-core machine. ``Config.preset("paper")`` gives the paper's values for the knobs the papers
+size (R, b, c, m, l and their prompt lengths); each field's description names the paper's
+value. Files and the environment are read only when asked: :meth:`Config.from_env` (what the
+CLI and the served graphs use) reads a TOML file (``RCA_CONFIG`` or ``./rca.toml``) and the
+``RCA_<SECTION>__<KEY>`` environment variables, e.g. ``RCA_CORPUS__CHUNK_SIZE=256``.
 
 Fields that cannot change an answer (paths, endpoints, threads, batch sizes, measurement
 sections) say so with :data:`NEUTRAL`; :func:`answer_neutral_keys` lists them (a
@@ -14,20 +14,17 @@ run's fingerprint leaves them out).
 
 from __future__ import annotations
 
+import json
 import os
+import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    TomlConfigSettingsSource,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..corpus.manifest import validate_collection_name
 from ..errors import ConfigError
+from ..text import validate_collection_name
 from .measurement import AdaptiveConfig, EvalConfig, GradeConfig, RRCPConfig
 from .sections import (
     NEUTRAL,
@@ -44,16 +41,30 @@ from .sections import (
     default_home,
 )
 
+PRESETS: dict[str, dict[str, Any]] = {
+    "cpu": {},
+    "paper": {
+        "retrieval.first_stage_k": 100,
+        "nar.b": 16,
+        "nar.c": 100,
+        "asu.m": 10,
+        "asu.max_tokens": 24,
+        "asu.max_passage_chars": 600,
+        "mer.l": 10,
+        "mer.max_tokens": 256,
+        "mer.max_evidence_chars": 700,
+        "answer.sub_passages": 10,
+    },
+}
+"""Named starting points: ``cpu`` is the fields' defaults (a SUNAR run with the paper's
+b = 16, c = 100 and m = 10 samples 70 answers per sub-question, minutes on two cores);
+``paper`` sets the papers' values."""
 
-class Config(BaseSettings):
+
+class Config(BaseModel):
     """Every knob of rag_complexity_agents in one object."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="RCA_",
-        env_nested_delimiter="__",
-        extra="forbid",
-        validate_assignment=True,
-    )
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     models: ModelsConfig = Field(default_factory=ModelsConfig)
     corpus: CorpusConfig = Field(default_factory=CorpusConfig)
@@ -80,26 +91,38 @@ class Config(BaseSettings):
         return validate_collection_name(name)
 
     @classmethod
-    def settings_customise_sources(
+    def preset(cls, name: str) -> Config:
+        """The preset ``name`` (:data:`PRESETS`: ``cpu`` or ``paper``)."""
+        if name not in PRESETS:
+            raise ConfigError(f"unknown preset {name!r}; use one of: {', '.join(PRESETS)}")
+        return cls().with_overrides(PRESETS[name])
+
+    @classmethod
+    def from_env(
         cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        toml_path = os.environ.get("RCA_CONFIG") or "rca.toml"
-        return (
-            init_settings,
-            env_settings,
-            TomlConfigSettingsSource(settings_cls, toml_file=toml_path),
-        )
+        path: str | Path | None = None,
+        *,
+        preset: str | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> Config:
+        """The config the CLI and served graphs use: the preset (``preset``, else the file's
+        or ``RCA_PRESET``, else ``cpu``), then the TOML file (``path``, else ``RCA_CONFIG``,
+        else ``./rca.toml`` when it exists), then ``RCA_<SECTION>__<KEY>`` variables."""
+        env = os.environ if environ is None else environ
+        file_values = _read_toml(path, env)
+        chosen = preset or file_values.pop("preset", None) or env.get("RCA_PRESET") or "cpu"
+        file_values.pop("preset", None)
+        base = cls.preset(str(chosen)).model_dump(exclude_unset=True)
+        data = _deep_merge(_deep_merge(base, file_values), _env_values(env))
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(validation_message(exc)) from None
 
     def with_overrides(self, overrides: dict[str, Any]) -> Config:
         """A copy with dotted-key overrides applied, e.g. ``{"graph.k": 16}``; validated.
 
-        What was set before stays set and the overridden keys become set; everything else
-        keeps its default (so a profile still applies to it)."""
+        ``None`` values are skipped (they mean "unset")."""
         data = self.model_dump(exclude_unset=True)
         for dotted, value in overrides.items():
             if value is None:
@@ -121,11 +144,55 @@ class Config(BaseSettings):
             raise ConfigError(validation_message(exc)) from None
 
 
-def _config_from_sources() -> Config:
+def _read_toml(path: str | Path | None, env: Mapping[str, str]) -> dict[str, Any]:
+    chosen = path or env.get("RCA_CONFIG")
+    if chosen is None:
+        if not Path("rca.toml").is_file():
+            return {}
+        chosen = "rca.toml"
+    file = Path(chosen)
+    if not file.is_file():
+        raise ConfigError(f"config file {file} does not exist")
     try:
-        return Config()
-    except ValidationError as exc:
-        raise ConfigError(validation_message(exc)) from None
+        return tomllib.loads(file.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {file} is not valid TOML: {exc}") from None
+
+
+def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
+    """``RCA_<SECTION>__<KEY>`` variables that name a config field, as nested data (a value
+    that starts with ``[`` or ``{`` is read as JSON, the rest as text pydantic converts)."""
+    data: dict[str, Any] = {}
+    for name, raw in env.items():
+        if not name.startswith("RCA_"):
+            continue
+        *sections, leaf = name[4:].lower().split("__")
+        model: type[BaseModel] = Config
+        for section in sections:
+            found = _section_model(model, section)
+            if found is None:
+                break
+            model = found
+        else:
+            if leaf in model.model_fields and _section_model(model, leaf) is None:
+                value: Any = raw
+                if raw.strip()[:1] in ("[", "{"):
+                    value = json.loads(raw)
+                node = data
+                for section in sections:
+                    node = node.setdefault(section, {})
+                node[leaf] = value
+    return data
+
+
+def _deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 def validation_message(exc: ValidationError) -> str:
@@ -153,18 +220,6 @@ def _section_model(model: type[BaseModel], name: str) -> type[BaseModel] | None:
     )
 
 
-def is_set(config: BaseModel, dotted: str) -> bool:
-    """Whether ``dotted`` was given a value (constructor, TOML, environment, override)
-    instead of keeping its default."""
-    node = config
-    *parents, leaf = dotted.split(".")
-    for part in parents:
-        if part not in node.model_fields_set:
-            return False
-        node = getattr(node, part)
-    return leaf in node.model_fields_set
-
-
 def answer_neutral_keys(model: type[BaseModel] | None = None, prefix: str = "") -> set[str]:
     """Dotted keys whose fields say they cannot change an answer (:data:`NEUTRAL`);
     a section marked so stands for everything in it."""
@@ -182,28 +237,15 @@ def answer_neutral_keys(model: type[BaseModel] | None = None, prefix: str = "") 
 
 
 def load_config(path: str | Path | None = None, **overrides: Any) -> Config:
-    """Load the config from ``path`` (TOML), the environment and dotted ``overrides``; an
-    invalid value is a ConfigError with a one-line message."""
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist")
-        previous = os.environ.get("RCA_CONFIG")
-        os.environ["RCA_CONFIG"] = str(path)
-        try:
-            cfg = _config_from_sources()
-        finally:
-            if previous is None:
-                os.environ.pop("RCA_CONFIG", None)
-            else:
-                os.environ["RCA_CONFIG"] = previous
-    else:
-        cfg = _config_from_sources()
-    return cfg.with_overrides({k.replace("__", "."): v for k, v in overrides.items()})
+    """:meth:`Config.from_env` with dotted ``overrides`` on top (``__`` also separates
+    levels); an invalid value is a ConfigError with a one-line message."""
+    config = Config.from_env(path)
+    return config.with_overrides({k.replace("__", "."): v for k, v in overrides.items()})
 
 
 __all__ = [
     "NEUTRAL",
+    "PRESETS",
     "ASUConfig",
     "AdaptiveConfig",
     "AgentsConfig",
@@ -221,7 +263,6 @@ __all__ = [
     "RetrievalConfig",
     "answer_neutral_keys",
     "default_home",
-    "is_set",
     "load_config",
     "validation_message",
 ]

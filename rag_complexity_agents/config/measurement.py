@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from .pipelines import DEFAULT_PIPELINE
+
 
 class EvalConfig(BaseModel):
     """Evaluation harness (``rca eval``, ``rag_complexity_agents.eval``)."""
@@ -168,11 +170,12 @@ class AdaptiveConfig(BaseModel):
         description="Escalate to the next more complex strategy while the chosen class's "
         "probability is below this (0: never escalate).",
     )
-    a_strategy: str = Field("no_retrieval", description="Harness strategy of A (no retrieval).")
-    b_strategy: str = Field("single_step", description="Harness strategy of B (single-step).")
+    a_strategy: str = Field("no_retrieval", description="Pipeline of A (no retrieval).")
+    b_strategy: str = Field("single_step", description="Pipeline of B (single-step).")
     c_strategy: str = Field(
-        "self_ask_sunar_mer",
-        description="Preset of C (multi-step); the paper's C is IRCoT (preset ircot_*).",
+        DEFAULT_PIPELINE,
+        description="Pipeline of C (multi-step): the default pipeline; the paper's C is IRCoT "
+        "(pipeline ircot).",
     )
     correct_metric: Literal["cover_em", "em", "f1", "acc"] = Field(
         "cover_em",

@@ -7,7 +7,9 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, model_validator
+
+from .pipelines import RetrievalName
 
 NEUTRAL: dict[str, Any] = {"json_schema_extra": {"affects_answers": False}}
 """``Field(..., **NEUTRAL)``: field metadata saying the knob cannot change any answer."""
@@ -132,7 +134,7 @@ class RetrievalConfig(BaseModel):
     mode: Literal["bm25", "dense", "hybrid"] = "hybrid"
     k: int = Field(10, ge=1, description="Documents returned to the caller.")
     first_stage_k: int = Field(
-        100, ge=1, description="R: first-stage list size (paper: 100; cpu profile: 20)."
+        20, ge=1, le=1000, description="R: first-stage list NAR starts from (paper: 100)."
     )
     rrf_k: int = Field(60, ge=1, description="Reciprocal-rank-fusion constant.")
 
@@ -144,15 +146,16 @@ class AnswerConfig(BaseModel):
     passages: int = Field(
         3,
         ge=1,
+        le=50,
         description="k: evidence passages a question answered in one step is given "
         "(single-step RAG, the loops' final forced answer without MER).",
     )
     sub_passages: int | None = Field(
-        None,
+        3,
         ge=1,
-        description="Passages each sub-question of a loop is answered from (SUNAR §3: the "
-        "top-l of its re-ranked list). None = the paper's single l, i.e. mer.l (paper profile "
-        "10); the cpu profile sets 3.",
+        le=50,
+        description="Passages each sub-question of a loop is answered from. None = mer.l "
+        "(the paper answers sub-questions from the same top-l MER reads; paper preset: 10).",
     )
     passage_chars: int = Field(
         700, ge=50, description="Each passage is cut to this length (characters)."
@@ -164,15 +167,17 @@ class NARParams(BaseModel):
     budget c, neighbours looked up per scored document."""
 
     b: int = Field(
-        16,
-        description="Batch size b: documents scored per iteration (paper: 16; the cpu "
-        "profile's default: 2).",
+        2,
+        ge=1,
+        le=64,
+        description="Batch size b: documents scored per iteration (paper: 16).",
     )
     c: int = Field(
-        100,
+        8,
         ge=0,
-        description="Re-ranking budget c: documents scored in total per query (paper: 100; the "
-        "cpu profile's default: 8); 0 scores nothing and keeps the first-stage order.",
+        le=500,
+        description="Re-ranking budget c: documents scored in total per query (paper: 100); 0 "
+        "scores nothing and keeps the first-stage order.",
     )
     neighbours_per_doc: int = Field(
         10,
@@ -180,13 +185,6 @@ class NARParams(BaseModel):
         description="Graph neighbours of each scored document added to the neighbour pool N "
         "(paper: 10 of the 100 stored); 0 turns NAR into plain re-ranking.",
     )
-
-    @field_validator("b")
-    @classmethod
-    def _positive_batch(cls, b: int) -> int:
-        if b < 1:
-            raise ValueError(f"NAR batch size b must be at least 1, got {b}")
-        return b
 
 
 class NARConfig(NARParams):
@@ -214,7 +212,7 @@ class ASUConfig(BaseModel):
         False, description="Re-score NAR batches by answer uncertainty (costs m LLM samples each)."
     )
     m: int = Field(
-        10, ge=1, description="Answers sampled per batch (official code: 10; cpu profile: 3)."
+        3, ge=1, le=20, description="Answers sampled per batch (paper's official code: 10)."
     )
     temperature: float = Field(0.3, ge=0.0, le=2.0, description="Sampling temperature (0.3).")
     rule: Literal["strict", "lenient"] = Field(
@@ -222,12 +220,12 @@ class ASUConfig(BaseModel):
         description="'strict' = entailment both ways (the paper, Kuhn et al.); 'lenient' = no "
         "contradiction either way (the official code). Applies to NLI / LLM-judge equivalences.",
     )
-    max_tokens: int = Field(24, ge=1, description="Tokens per sampled answer (cpu profile: 12).")
+    max_tokens: int = Field(12, ge=1, description="Tokens per sampled answer (paper preset: 24).")
     max_passage_chars: int = Field(
-        600,
+        300,
         ge=50,
-        description="Each batch passage is cut to this many characters in the prompt (the cpu "
-        "profile's default: 300).",
+        description="Each batch passage is cut to this many characters in the prompt (paper "
+        "preset: 600).",
     )
     rescore: Literal["batch", "multiplicative"] = Field(
         "batch",
@@ -242,32 +240,36 @@ class MERConfig(BaseModel):
     """Meta Evidence Reasoner (SUNAR §3.2, Fig. 4)."""
 
     l: int = Field(  # noqa: E741 - the paper's symbol
-        10,
+        4,
         ge=1,
-        description="Top-l evidences across sub-questions given to the reasoner (paper: 10; the "
-        "cpu profile's default: 4).",
+        le=50,
+        description="Top-l evidences across sub-questions given to the reasoner (paper: 10).",
     )
     max_tokens: int = Field(
-        256, ge=1, description="Tokens for the reasoned final answer (cpu profile: 96)."
+        96, ge=1, description="Tokens for the reasoned final answer (paper preset: 256)."
     )
     max_evidence_chars: int = Field(
-        700,
+        350,
         ge=50,
-        description="Each evidence passage is cut to this many characters (the cpu profile's "
-        "default: 350).",
+        description="Each evidence passage is cut to this many characters (paper preset: 700).",
     )
 
 
 class AgentsConfig(BaseModel):
     """Decomposition loops (``rag_complexity_agents.agents``): bounds, retrieval strategy, ASU
-    edges and the CPU profile. Every knob can also be changed per run (``configurable``)."""
+    edges. The knobs of :mod:`.knobs` can also be changed per run (``configurable``)."""
 
-    retrieval: Literal["none", "first_stage", "rerank", "nar", "sunar"] = Field(
-        "sunar",
+    retrieval: RetrievalName | None = Field(
+        None,
         description="Retrieval node strategy: none, first_stage, rerank (scorer over R, no "
-        "neighbours), nar (NAR, Algorithm 1) or sunar (NAR + ASU re-scoring).",
+        "neighbours), nar (NAR, Algorithm 1) or sunar (NAR + ASU re-scoring). None: the "
+        "pipeline's own.",
     )
-    mer: bool = Field(True, description="Finish with the Meta Evidence Reasoner (SUNAR §3.2).")
+    mer: bool | None = Field(
+        None,
+        description="Finish with the Meta Evidence Reasoner (SUNAR §3.2). None: the "
+        "pipeline's own.",
+    )
     max_steps: int = Field(
         4, ge=1, le=50, description="Loop steps (sub-questions, actions, CoT sentences) per run."
     )
@@ -362,9 +364,4 @@ class AgentsConfig(BaseModel):
         "parse-and-repair until the end-to-end benchmark shows the grammar pays; MER's text "
         "reply is still decoded under a grammar of its two marker lines); 'off': always "
         "plain text.",
-    )
-    profile: Literal["cpu", "paper"] = Field(
-        "cpu",
-        description="'cpu' gives the paper-sized knobs nobody set (TOML, environment, flags) "
-        "smaller defaults (profiles.CPU_PROFILE); 'paper' keeps the paper's defaults.",
     )

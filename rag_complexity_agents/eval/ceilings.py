@@ -28,18 +28,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from ..agents.plan_execute import substitute_answers
 from ..agents.single_step import answer_single_step
 from ..errors import InputError
 from ..types import Chunk, RunResult, ScoredDoc
+from .base import EvalComponents, RecordStrategy
 from .datasets import QARecord, gold_decomposition
 from .metrics import cover_em
-from .strategies import RecordStrategy
-
-if TYPE_CHECKING:
-    from .strategies import EvalComponents
 
 _KB_STEP = " >> "
 

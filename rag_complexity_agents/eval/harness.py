@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import Config, answer_neutral_keys, is_set
+from ..config import Config, answer_neutral_keys
 from ..errors import InputError
-from ..profiles import PROFILES
-from .cache import LLMCallCache
+from ..models.cache import open_llm_cache
 from .datasets import dataset_subset, default_data_dir, load_records, resolve_dataset
 from .runner import RunSummary, run_eval
 from .strategies import EvalComponents, build_strategy, get_strategy_spec
@@ -44,22 +43,11 @@ def semantic_settings(config: Config, *, uses_retrieval: bool = True) -> dict[st
     return flat
 
 
-def _profile_knobs_set(config: Config) -> list[str]:
-    """The knobs of the config's profile that were set explicitly, which the profile then
-    leaves alone (:func:`~rag_complexity_agents.profiles.apply_profile`)."""
-    profile = PROFILES.get(config.agents.profile, {})
-    return sorted(key for key in profile if is_set(config, key))
-
-
 def run_fingerprint(config: Config, strategy: str, dataset_file: str | Path) -> str:
     """Short hash of (strategy, dataset file or subset name, answer-relevant settings).
 
-    The settings are hashed as given, before the profile fills in its knobs; the profile's
-    knobs that were set explicitly are hashed too, since a loop sees a knob's profile value
-    unless it was set (``nar.c`` left at its default gives a loop of the ``cpu`` profile a
-    budget of 8, set to that same default 100). Runs that set none keep the fingerprint of
-    earlier versions. Code is not in the fingerprint: a run file written before a change of
-    prompts, logic or profile must be moved away to be rerun.
+    The settings are the values the run uses. Code is not in the fingerprint: a run file
+    written before a change of prompts or logic must be moved away to be rerun.
     """
     uses_retrieval = get_strategy_spec(strategy).uses_retrieval
     payload: dict[str, Any] = {
@@ -67,8 +55,6 @@ def run_fingerprint(config: Config, strategy: str, dataset_file: str | Path) -> 
         "dataset": Path(dataset_file).name,
         "settings": semantic_settings(config, uses_retrieval=uses_retrieval),
     }
-    if uses_retrieval and (knobs := _profile_knobs_set(config)):
-        payload["profile_knobs_set"] = knobs
     text = json.dumps(payload, sort_keys=True, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
@@ -83,14 +69,6 @@ def default_run_path(config: Config, strategy: str, dataset_file: str | Path) ->
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", strategy).strip("-")
     fingerprint = run_fingerprint(config, strategy, dataset_file)
     return runs_dir(config) / f"{stem}__{safe}__{fingerprint}.jsonl"
-
-
-def open_llm_cache(config: Config) -> LLMCallCache | None:
-    """The configured on-disk LLM call cache (None when ``eval.llm_cache`` is off)."""
-    if not config.eval.llm_cache:
-        return None
-    path = config.eval.llm_cache_path or (config.models.home / "llm_cache.sqlite")
-    return LLMCallCache(path)
 
 
 @dataclass(frozen=True)
@@ -181,7 +159,6 @@ __all__ = [
     "EvalOutcome",
     "default_run_path",
     "evaluate",
-    "open_llm_cache",
     "run_fingerprint",
     "runs_dir",
     "semantic_settings",

@@ -7,7 +7,8 @@ normalize_answer`: lower case, no punctuation, no articles, single spaces):
 * ``em``: normalised prediction equals a normalised gold answer (SQuAD exact match);
 * ``f1``: SQuAD token F1 (bag-of-tokens overlap); both empty → 1, one empty → 0;
 * ``cover_em``: the normalised gold answer occurs in the normalised prediction as a whole
-  run of tokens (SUNAR's "cover exact match": the answer is covered by the generation);
+  run of tokens (SUNAR's "cover exact match": the answer is covered by the generation;
+  defined in :mod:`rag_complexity_agents.text`, which the loops use too);
 * ``acc``: the normalised gold answer is a character substring of the normalised prediction
   (the "Acc" column of Adaptive-RAG). It differs from ``cover_em`` only at word boundaries,
   e.g. gold "no" is inside "norway" for ``acc`` but not for ``cover_em``.
@@ -33,19 +34,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..text import normalize_answer
+from ..text import Golds, cover_em, gold_list, normalize_answer
 from .datasets import is_paragraph_id
 
-Golds = str | Iterable[str]
 MatchBy = Literal["auto", "id", "title"]
 
 ANSWER_METRICS: tuple[str, ...] = ("cover_em", "em", "f1", "acc")
-
-
-def _golds(golds: Golds) -> list[str]:
-    if isinstance(golds, str):
-        return [golds]
-    return [str(g) for g in golds]
 
 
 def _norm(text: str | None) -> str:
@@ -55,7 +49,7 @@ def _norm(text: str | None) -> str:
 def exact_match(prediction: str | None, golds: Golds) -> float:
     """1.0 if the normalised prediction equals any normalised gold answer."""
     pred = _norm(prediction)
-    return float(any(pred == _norm(g) for g in _golds(golds)))
+    return float(any(pred == _norm(g) for g in gold_list(golds)))
 
 
 def _f1(pred_tokens: list[str], gold_tokens: list[str]) -> float:
@@ -73,32 +67,13 @@ def _f1(pred_tokens: list[str], gold_tokens: list[str]) -> float:
 def token_f1(prediction: str | None, golds: Golds) -> float:
     """SQuAD token F1, maximised over the gold answers."""
     pred_tokens = _norm(prediction).split()
-    return max((_f1(pred_tokens, _norm(g).split()) for g in _golds(golds)), default=0.0)
-
-
-def _contains_run(tokens: Sequence[str], run: Sequence[str]) -> bool:
-    n = len(run)
-    return any(list(tokens[i : i + n]) == list(run) for i in range(len(tokens) - n + 1))
-
-
-def cover_em(prediction: str | None, golds: Golds) -> float:
-    """1.0 if some normalised gold answer is a contiguous token run of the prediction."""
-    pred_tokens = _norm(prediction).split()
-    for gold in _golds(golds):
-        gold_tokens = _norm(gold).split()
-        if not gold_tokens:
-            if not pred_tokens:
-                return 1.0
-            continue
-        if _contains_run(pred_tokens, gold_tokens):
-            return 1.0
-    return 0.0
+    return max((_f1(pred_tokens, _norm(g).split()) for g in gold_list(golds)), default=0.0)
 
 
 def substring_match(prediction: str | None, golds: Golds) -> float:
     """1.0 if some normalised gold answer is a substring of the normalised prediction."""
     pred = _norm(prediction)
-    for gold in _golds(golds):
+    for gold in gold_list(golds):
         norm = _norm(gold)
         if (not norm and not pred) or (norm and norm in pred):
             return 1.0

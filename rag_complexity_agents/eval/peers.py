@@ -41,12 +41,11 @@ from ..agents.single_step import extract_short_answer
 from ..errors import ConfigError
 from ..models.calls import reply_text
 from ..types import RunResult, ScoredDoc
+from .base import EvalComponents
 from .runner import FATAL_ERRORS
 
 if TYPE_CHECKING:
     from langchain_core.outputs import LLMResult
-
-    from .strategies import EvalComponents
 
 REACT_SYSTEM = (
     "You answer questions with the help of a Wikipedia search tool. Search for the facts you "
@@ -162,6 +161,7 @@ class SubQuestionPeer(_Peer):
         )
         from llama_index.core.tools import QueryEngineTool, ToolMetadata
 
+        # llama-index is optional and heavy (about 2.5 s): loaded only when this peer runs
         from ..integrations.llamaindex import LangChainChatLLM
 
         models = self.parts.config.models

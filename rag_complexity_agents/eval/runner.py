@@ -11,7 +11,7 @@ supporting paragraphs), ``supporting`` the gold paragraph ids and titles, ``llm_
 call cache's hits, misses and the seconds the hits originally took, ``load_average`` the
 machine's 1-minute load average when the question finished (timings mean little without it).
 
-A strategy that needs the gold record (the ceilings, :class:`~.strategies.RecordStrategy`)
+A strategy that needs the gold record (the ceilings, :class:`~.base.RecordStrategy`)
 is called with the whole :class:`~.datasets.QARecord` instead of the question alone.
 
 Guarantees:
@@ -46,18 +46,16 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tqdm.auto import tqdm
 
 from ..errors import ConfigError, CorpusError, ModelNotAvailable, ModelServerError, RCAError
+from ..models.cache import call_stats
 from ..types import RunResult
-from .cache import call_stats
+from .base import RecordStrategy, Strategy
 from .datasets import QARecord
 from .metrics import answer_scores, evidence_paragraph_id, retrieval_scores
-
-if TYPE_CHECKING:
-    from .strategies import Strategy
 
 RUN_FORMAT = 1
 FATAL_ERRORS: tuple[type[BaseException], ...] = (
@@ -207,8 +205,6 @@ def answer_record(
     fatal_errors: tuple[type[BaseException], ...] = FATAL_ERRORS,
 ) -> dict[str, Any]:
     """Run one question and build its run-file line (fatal errors propagate)."""
-    from .strategies import RecordStrategy
-
     error: dict[str, str] | None = None
     trace: dict[str, Any] = {}
     prediction = ""

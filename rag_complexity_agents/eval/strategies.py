@@ -26,92 +26,18 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from ..components import Components
-from ..config import Config
-from ..errors import ConfigError, InputError, RCAError
+from ..agents.registry import build_pipeline
+from ..agents.run import run_graph
+from ..config.pipelines import PIPELINES
+from ..errors import ConfigError
 from ..types import RunResult
-from .cache import LLMCallCache, with_llm_cache
-from .datasets import QARecord
-
-if TYPE_CHECKING:
-    from langchain_core.language_models import BaseChatModel
+from .base import EvalComponents, RecordStrategy, Strategy, StrategyBuilder
+from .ceilings import GoldDecomposition, GoldEvidence
+from .peers import ReactAgentPeer, SubQuestionPeer
 
 ENTRY_POINT_GROUP = "rag_complexity_agents.strategies"
-
-
-@runtime_checkable
-class Strategy(Protocol):
-    """Answers one question; the trace is JSON-serialisable (see the module docstring)."""
-
-    def __call__(self, question: str) -> RunResult: ...
-
-
-class RecordStrategy(ABC):
-    """A strategy that reads the gold record of its question (gold paragraphs, gold
-    sub-questions): the harness calls :meth:`answer_record`. Called with the question text
-    alone it raises InputError, since there is no gold to read."""
-
-    def __call__(self, question: str) -> RunResult:
-        raise InputError(
-            f"{type(self).__name__} reads the gold record of a dataset question; run it "
-            "through the evaluation harness (rca eval run), not on a bare question"
-        )
-
-    @abstractmethod
-    def answer_record(self, record: QARecord) -> RunResult:
-        """Answer ``record.question`` using the gold fields of ``record``."""
-
-
-StrategyBuilder = Callable[["EvalComponents"], Strategy]
-
-
-class EvalComponents(Components):
-    """:class:`Components` whose chat model goes through the harness's LLM call cache.
-
-    Everything stays lazy: a strategy that never touches the chat model or the collection
-    loads neither.
-    """
-
-    def __init__(self, config: Config | None = None, *, llm_cache: LLMCallCache | None = None):
-        super().__init__(config)
-        self.llm_cache = llm_cache
-
-    @cached_property
-    def chat(self) -> BaseChatModel:
-        base = Components.chat.func(self)  # type: ignore[attr-defined]
-        self._cached_chat = with_llm_cache(base, self.llm_cache)
-        return self._cached_chat
-
-    def owns_chat(self) -> bool:
-        """Whether the chat model in use came from ``models.*`` (also through the cache)."""
-        chat = vars(self).get("chat")
-        return (chat is not None and chat is vars(self).get("_cached_chat")) or super().owns_chat()
-
-    @cached_property
-    def paragraph_resolver(self) -> Callable[[str], str | None]:
-        """chunk id → the ``paragraph_id`` / ``doc_id`` in its metadata (None if unknown)."""
-        state: dict[str, bool] = {"broken": False}
-
-        def resolve(chunk_id: str) -> str | None:
-            if state["broken"]:
-                return None
-            try:
-                chunk = self.store.chunk(chunk_id)
-            except RCAError:
-                state["broken"] = True  # no collection: nothing to resolve against
-                return None
-            except (KeyError, IndexError):
-                return None
-            value = chunk.metadata.get("paragraph_id") or chunk.metadata.get("doc_id")
-            return str(value) if value else None
-
-        return resolve
 
 
 @dataclass(frozen=True)
@@ -203,76 +129,9 @@ def build_strategy(name: str, parts: EvalComponents) -> Strategy:
 # --------------------------------------------------------------------------------------------
 
 
-def _build_no_retrieval(parts: EvalComponents) -> Strategy:
-    from ..agents.no_retrieval import answer_no_retrieval
-
-    def run(question: str) -> RunResult:
-        return answer_no_retrieval(question, parts.chat)
-
-    return run
-
-
-def _build_single_step(parts: EvalComponents) -> Strategy:
-    from ..agents.single_step import answer_single_step
-
-    k = parts.config.answer.passages
-    chars = parts.config.answer.passage_chars
-
-    def run(question: str) -> RunResult:
-        return answer_single_step(question, parts.first_stage, parts.chat, k=k, passage_chars=chars)
-
-    return run
-
-
-register_strategy(
-    "no_retrieval",
-    _build_no_retrieval,
-    description="the chat model alone, no evidence (Adaptive-RAG A)",
-    uses_retrieval=False,
-)
-register_strategy(
-    "single_step",
-    _build_single_step,
-    description="retrieve answer.passages passages once, answer once (Adaptive-RAG B)",
-)
-
-
-# --------------------------------------------------------------------------------------------
-# Decomposition loops (LangGraph graphs from rag_complexity_agents.agents.registry)
-# --------------------------------------------------------------------------------------------
-
-AGENT_STRATEGIES: dict[str, str] = {
-    "self_ask": "Self-Ask loop with first-stage retrieval",
-    "self_ask_nar": "Self-Ask + NAR (SUNAR_R)",
-    "self_ask_nar_mer": "Self-Ask + NAR + MER (SUNAR without ASU)",
-    "self_ask_sunar": "Self-Ask + NAR + ASU (SUNAR without MER)",
-    "self_ask_sunar_mer": "Self-Ask + NAR + ASU + MER (full SUNAR)",
-    "plan_execute": "Plan-and-execute: sub-questions planned first, first-stage retrieval",
-    "plan_execute_nar": "Plan-and-execute + NAR",
-    "plan_execute_sunar": "Plan-and-execute + NAR + ASU",
-    "react": "ReAct loop with first-stage retrieval",
-    "react_sunar": "ReAct + NAR + ASU",
-    "react_sunar_mer": "ReAct + NAR + ASU + MER",
-    "searchain": "SearChain loop with first-stage retrieval",
-    "searchain_sunar": "SearChain + NAR + ASU",
-    "searchain_sunar_mer": "SearChain + NAR + ASU + MER",
-    "ircot": "IRCoT loop with first-stage retrieval (Adaptive-RAG C)",
-    "ircot_nar": "IRCoT + NAR",
-    "ircot_sunar": "IRCoT + NAR + ASU",
-    "ircot_sunar_mer": "IRCoT + NAR + ASU + MER",
-    "cot": "few-shot chain of thought over first-stage passages",
-    "cot_sunar": "few-shot chain of thought over SUNAR passages",
-    "single_step_sunar": "single-step RAG over SUNAR passages (graph)",
-}
-"""Loop presets registered as strategies (each name is an ``agents.registry.PRESETS`` key)."""
-
-
-def _graph_strategy(preset: str) -> StrategyBuilder:
+def _pipeline_strategy(name: str) -> StrategyBuilder:
     def build(parts: EvalComponents) -> Strategy:
-        from ..agents.registry import build_preset
-        from ..agents.run import run_graph
-
-        graph = build_preset(preset, parts.config, components=parts)
+        graph = build_pipeline(name, parts.config, components=parts)
 
         def run(question: str) -> RunResult:
             return run_graph(graph, question)
@@ -282,8 +141,14 @@ def _graph_strategy(preset: str) -> StrategyBuilder:
     return build
 
 
-for _name, _description in AGENT_STRATEGIES.items():
-    register_strategy(_name, _graph_strategy(_name), description=_description)
+for _pipeline in PIPELINES.values():
+    if not _pipeline.router:  # the router registers itself (entry point "adaptive")
+        register_strategy(
+            _pipeline.name,
+            _pipeline_strategy(_pipeline.name),
+            description=_pipeline.description,
+            uses_retrieval=_pipeline.retrieval != "none",
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -292,32 +157,22 @@ for _name, _description in AGENT_STRATEGIES.items():
 
 
 def _build_gold_evidence(parts: EvalComponents) -> Strategy:
-    from .ceilings import GoldEvidence
-
     return GoldEvidence(parts)
 
 
 def _build_gold_decomposition(parts: EvalComponents) -> Strategy:
-    from .ceilings import GoldDecomposition
-
     return GoldDecomposition(parts)
 
 
 def _build_gold_bridges(parts: EvalComponents) -> Strategy:
-    from .ceilings import GoldDecomposition
-
     return GoldDecomposition(parts, bridges="gold")
 
 
 def _build_subquestion(parts: EvalComponents) -> Strategy:
-    from .peers import SubQuestionPeer
-
     return SubQuestionPeer(parts)
 
 
 def _build_react_agent(parts: EvalComponents) -> Strategy:
-    from .peers import ReactAgentPeer
-
     return ReactAgentPeer(parts)
 
 
@@ -350,7 +205,6 @@ register_strategy(
 
 
 __all__ = [
-    "AGENT_STRATEGIES",
     "ENTRY_POINT_GROUP",
     "EvalComponents",
     "RecordStrategy",

@@ -21,16 +21,23 @@
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 
+from ..agents.registry import build_pipeline
 from ..components import Components
 from ..config import Config
+from ..config.knobs import KnobValues, overrides_of
 from ..errors import ConfigError, InputError
 from ..types import ScoredDoc
+from .byo_langchain import from_langchain
+from .byo_llamaindex import from_llamaindex
 
 if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
     from langgraph.graph.state import CompiledStateGraph
 
+    from ..models.base import Equivalence, Scorer
     from ..retrieval.sunar import SunarRetriever
 
 Strategy = Literal["sunar", "nar", "first_stage"]
@@ -52,33 +59,70 @@ def check_query(query: Any) -> str:
     return query.strip()
 
 
-def make_components(
-    config: Config | None = None,
+def _is_llamaindex(obj: Any) -> bool:
+    return type(obj).__module__.split(".")[0] == "llama_index"
+
+
+def _store_embeddings(store: Any) -> Any:
+    """The embedding model a LangChain store or a LlamaIndex index was built with, if any."""
+    store = getattr(store, "vectorstore", None) or store
+    for name in ("embeddings", "_embed_model", "embed_model"):
+        try:
+            found = getattr(store, name, None)
+        except (AttributeError, NotImplementedError, ValueError):
+            found = None
+        if found is not None:
+            return found
+    return None
+
+
+def rag_components(
+    llm: BaseChatModel | None = None,
     *,
+    embeddings: Any = None,
+    vectorstore: Any = None,
+    retriever: Any = None,
+    index: Any = None,
+    documents: Sequence[Any] | None = None,
     collection: str | None = None,
-    components: Components | None = None,
-    profile: str | None = "cpu",
-    **objects: Any,
+    config: Config | None = None,
+    scorer: Scorer | None = None,
+    equivalence: Equivalence | None = None,
+    **knobs: Unpack[KnobValues],
 ) -> Components:
-    """Components for ``config`` (default ``Config()``) with ``collection`` set and the
-    ``cpu`` profile applied to knobs still at their paper defaults (``profile="paper"``
-    keeps them). Given ``components`` are used as they are. ``objects`` are the user's
-    objects and knobs of :func:`~rag_complexity_agents.api.rag_components` (``llm``,
-    ``embeddings``, ``vectorstore``, ``retriever``, ``index``, ``documents``, ``scorer``,
-    ``equivalence``, ``b``, ``c``, ``m``, …); None values are ignored."""
-    if components is not None:
-        return components
-    objects = {name: value for name, value in objects.items() if value is not None}
-    if objects:
-        from ..api import rag_components
+    """:class:`~rag_complexity_agents.components.Components` from your objects.
 
-        return rag_components(config=config, collection=collection, profile=profile, **objects)
-    from ..profiles import apply_profile
-
-    cfg = config or Config()
+    ``llm``: any LangChain ``BaseChatModel`` (default: ``models.chat``). ``embeddings``: a
+    LangChain ``Embeddings`` or LlamaIndex ``BaseEmbedding`` (default: your store's own, else
+    ``models.embedding``). The first stage is, in this order: ``vectorstore`` (a LangChain
+    ``VectorStore``), ``retriever`` (a LangChain ``BaseRetriever`` or a LlamaIndex
+    retriever), ``index`` (a LlamaIndex index), else the collection ``collection`` built with
+    ``rca index``. ``documents``: every document of your store (LangChain Documents or
+    LlamaIndex nodes) when it cannot list them itself. ``config``: default ``Config()`` (the
+    ``cpu`` preset; ``Config.preset("paper")`` for the paper's sizes). ``knobs``: any knob of
+    :mod:`~rag_complexity_agents.config.knobs`, by name or paper symbol.
+    """
+    sources = [s for s in (vectorstore, retriever, index) if s is not None]
+    if len(sources) > 1:
+        raise InputError("pass one first stage: vectorstore=, retriever= or index=")
+    changes = overrides_of(dict(knobs))
     if collection is not None:
-        cfg = cfg.with_overrides({"collection": collection})
-    return Components(apply_profile(cfg, profile))
+        changes["collection"] = collection
+    cfg = (config or Config()).with_overrides(changes)
+    if not sources:
+        return Components(
+            cfg, chat=llm, embedder=embeddings, scorer=scorer, equivalence=equivalence
+        )
+    source = sources[0]
+    embeddings = embeddings if embeddings is not None else _store_embeddings(source)
+    if index is not None or _is_llamaindex(source):
+        parts: Components = from_llamaindex(
+            source, nodes=documents, config=cfg, embeddings=embeddings
+        )
+    else:
+        parts = from_langchain(source, documents=documents, config=cfg, embeddings=embeddings)
+    parts.inject(chat=llm, scorer=scorer, equivalence=equivalence)
+    return parts
 
 
 class RetrievalAdapter:
@@ -175,35 +219,18 @@ def doc_metadata(
     return meta
 
 
-#: The graph the adapters build when none is named: the best loop of the end-to-end benchmark
-#: (``benchmarks/results/end_to_end.md``). Plan-and-execute with first-stage retrieval and no
-#: MER beat single-step on 2Wiki compositional with the packaged 1.5B model at about 3 LLM
-#: calls a question; Self-Ask + SUNAR scored below single-step on MuSiQue with the 0.5B at
-#: about 9, and MER broke its format on most dev questions.
-DEFAULT_GRAPH = "plan_execute"
-
-
 def resolve_graph(
     graph: str | CompiledStateGraph[Any, Any, Any, Any],
     config: Config | None = None,
     *,
     components: Components | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """A compiled loop graph: a preset name (``self_ask_sunar_mer``), a loop name
-    (``single_step``) or an already compiled graph (returned as is)."""
+    """A compiled graph: a pipeline's name (:data:`~..config.pipelines.PIPELINES`) or an
+    already compiled graph (returned as is)."""
     if not isinstance(graph, str):
         return graph
-    from ..agents.registry import LOOPS, PRESETS, build_graph, build_preset
-
     cfg = config or (components.config if components is not None else Config())
-    if graph in PRESETS:
-        return build_preset(graph, cfg, components=components)
-    if graph in LOOPS:
-        return build_graph(graph, cfg, components=components)
-    raise ConfigError(
-        f"unknown graph {graph!r}; use a preset or loop name ({', '.join(sorted(PRESETS))}) "
-        "or pass a compiled graph"
-    )
+    return build_pipeline(graph, cfg, components=components)
 
 
 __all__ = [
@@ -214,6 +241,6 @@ __all__ = [
     "check_k",
     "check_query",
     "doc_metadata",
-    "make_components",
+    "rag_components",
     "resolve_graph",
 ]

@@ -12,7 +12,7 @@
   is the answer, the artifact the trace.
 * :class:`RCAEmbeddings` — our packaged embedder as LangChain ``Embeddings`` (e.g. for an
   ``InMemoryVectorStore`` that is then used as the first stage, see
-  :mod:`~rag_complexity_agents.integrations.byo`).
+  :mod:`~rag_complexity_agents.integrations.external`).
 
 ``k < 1`` raises InputError; ``k`` beyond what the strategy ranks returns everything it
 ranked; a query with no first-stage hit returns ``[]``.
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
@@ -37,15 +37,16 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from ..components import Components
 from ..config import Config
+from ..config.knobs import RetrieverKnobValues
+from ..config.pipelines import DEFAULT_PIPELINE
 from ..errors import ConfigError, InputError
 from ..types import ScoredDoc
 from .core import (
-    DEFAULT_GRAPH,
     STRATEGIES,
     RetrievalAdapter,
     check_k,
     doc_metadata,
-    make_components,
+    rag_components,
     resolve_graph,
 )
 
@@ -63,9 +64,8 @@ class SunarLangChainRetriever(BaseRetriever):
     """SUNAR (``strategy="sunar"``: NAR + ASU), NAR or first-stage retrieval over a collection
     (or over your own store: pass ``components=from_langchain(...)``).
 
-    ``config`` defaults to ``Config()`` (``collection`` overrides its collection); the ``cpu``
-    profile shrinks paper-sized knobs unless ``profile="paper"``. ``last_trace`` holds the
-    trace of the latest call.
+    ``config`` defaults to ``Config()`` (``collection`` overrides its collection).
+    ``last_trace`` holds the trace of the latest call.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -74,7 +74,6 @@ class SunarLangChainRetriever(BaseRetriever):
     collection: str | None = None
     k: int = Field(4, description="Documents returned (per call: invoke(q, k=...)).")
     strategy: str = Field("sunar", description="sunar | nar | first_stage")
-    profile: str | None = "cpu"
     components: Components | None = Field(default=None, exclude=True)
     last_trace: dict[str, Any] = Field(default_factory=dict, exclude=True)
     _adapter: RetrievalAdapter | None = PrivateAttr(default=None)
@@ -93,22 +92,18 @@ class SunarLangChainRetriever(BaseRetriever):
         collection: str | None = None,
         k: int = 4,
         strategy: str = "sunar",
-        profile: str | None = "cpu",
         scorer: Any = None,
         equivalence: Any = None,
-        b: int | None = None,
-        c: int | None = None,
-        m: int | None = None,
+        **knobs: Unpack[RetrieverKnobValues],
     ) -> SunarLangChainRetriever:
         """The retriever over your objects, built like
-        :func:`~rag_complexity_agents.api.create_rag_agent`: ``llm`` (ASU samples its
-        answers), ``embeddings``, and the first stage as ``vectorstore`` / ``retriever`` /
-        ``index`` (else the collection ``collection``); ``b``, ``c``, ``m`` are SUNAR's knobs.
+        :func:`~rag_complexity_agents.create_rag_agent`: ``llm`` (ASU samples its answers),
+        ``embeddings``, and the first stage as ``vectorstore`` / ``retriever`` / ``index``
+        (else the collection ``collection``); knobs by name or symbol (``budget``/``c``, …).
         ``k`` documents are returned per call."""
-        parts = make_components(
-            config,
+        parts = rag_components(
+            config=config,
             collection=collection,
-            profile=profile,
             llm=llm,
             embeddings=embeddings,
             vectorstore=vectorstore,
@@ -117,11 +112,9 @@ class SunarLangChainRetriever(BaseRetriever):
             documents=documents,
             scorer=scorer,
             equivalence=equivalence,
-            b=b,
-            c=c,
-            m=m,
+            **knobs,
         )
-        return cls(components=parts, k=k, strategy=strategy, profile=profile)
+        return cls(components=parts, k=k, strategy=strategy)
 
     def model_post_init(self, context: Any) -> None:
         check_k(self.k)
@@ -133,11 +126,8 @@ class SunarLangChainRetriever(BaseRetriever):
     @property
     def adapter(self) -> RetrievalAdapter:
         if self._adapter is None:
-            parts = make_components(
-                self.config,
-                collection=self.collection,
-                components=self.components,
-                profile=self.profile,
+            parts = self.components or rag_components(
+                config=self.config, collection=self.collection
             )
             self._adapter = RetrievalAdapter(parts, self.strategy)
         return self._adapter
@@ -176,7 +166,7 @@ def _question(value: Any) -> str:
 
 
 def as_runnable(
-    graph: Any = DEFAULT_GRAPH,
+    graph: Any = DEFAULT_PIPELINE,
     config: Config | None = None,
     *,
     components: Components | None = None,
@@ -222,7 +212,7 @@ TOOL_DESCRIPTION = (
 
 
 def as_tool(
-    graph: Any = DEFAULT_GRAPH,
+    graph: Any = DEFAULT_PIPELINE,
     config: Config | None = None,
     *,
     components: Components | None = None,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -46,14 +46,15 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from ..components import Components
 from ..config import Config
+from ..config.knobs import RetrieverKnobValues
+from ..config.pipelines import DEFAULT_PIPELINE
 from ..types import RunResult, ScoredDoc
 from .core import (
-    DEFAULT_GRAPH,
     RetrievalAdapter,
     Strategy,
     check_k,
     doc_metadata,
-    make_components,
+    rag_components,
     resolve_graph,
 )
 
@@ -91,7 +92,6 @@ class SunarLlamaIndexRetriever(BaseRetriever):
         collection: str | None = None,
         k: int = 4,
         strategy: Strategy = "sunar",
-        profile: str | None = "cpu",
         components: Components | None = None,
         callback_manager: CallbackManager | None = None,
         llm: Any = None,
@@ -102,21 +102,16 @@ class SunarLlamaIndexRetriever(BaseRetriever):
         documents: Sequence[Any] | None = None,
         scorer: Any = None,
         equivalence: Any = None,
-        b: int | None = None,
-        c: int | None = None,
-        m: int | None = None,
+        **knobs: Unpack[RetrieverKnobValues],
     ) -> SunarLlamaIndexRetriever:
         """``config`` defaults to ``Config()``; ``collection`` overrides its collection;
-        ``components`` (e.g. :func:`~rag_complexity_agents.integrations.byo.from_llamaindex`)
-        replace both; ``profile="cpu"`` shrinks paper-sized knobs (``paper`` keeps them).
-        Your objects go in as for :func:`~rag_complexity_agents.api.create_rag_agent`:
-        ``llm``, ``embeddings``, the first stage as ``index`` / ``retriever`` (LlamaIndex or
-        LangChain) / ``vectorstore``, and SUNAR's knobs ``b``, ``c``, ``m``."""
-        parts = make_components(
-            config,
+        ``components`` (e.g. :func:`~.byo_llamaindex.from_llamaindex`) replace both. Your
+        objects go in as for :func:`~rag_complexity_agents.create_rag_agent`: ``llm``,
+        ``embeddings``, the first stage as ``index`` / ``retriever`` (LlamaIndex or
+        LangChain) / ``vectorstore``, and knobs by name or symbol (``budget``/``c``, …)."""
+        parts = components or rag_components(
+            config=config,
             collection=collection,
-            components=components,
-            profile=profile,
             llm=llm,
             embeddings=embeddings,
             vectorstore=vectorstore,
@@ -125,9 +120,7 @@ class SunarLlamaIndexRetriever(BaseRetriever):
             documents=documents,
             scorer=scorer,
             equivalence=equivalence,
-            b=b,
-            c=c,
-            m=m,
+            **knobs,
         )
         return cls(RetrievalAdapter(parts, strategy), k=k, callback_manager=callback_manager)
 
@@ -180,13 +173,12 @@ class RCAQueryEngine(CustomQueryEngine):
     @classmethod
     def from_defaults(
         cls,
-        graph: Any = DEFAULT_GRAPH,
+        graph: Any = DEFAULT_PIPELINE,
         config: Config | None = None,
         *,
         collection: str | None = None,
         components: Components | None = None,
         options: dict[str, Any] | None = None,
-        profile: str | None = None,
         llm: Any = None,
         embeddings: Any = None,
         vectorstore: Any = None,
@@ -194,27 +186,20 @@ class RCAQueryEngine(CustomQueryEngine):
         index: Any = None,
         documents: Sequence[Any] | None = None,
     ) -> RCAQueryEngine:
-        """``graph``: a preset or loop name (built from ``config``) or a compiled graph.
-        The loops apply ``agents.profile`` themselves; ``profile`` sets it for this engine.
-        Your objects go in as for :func:`~rag_complexity_agents.api.create_rag_agent`:
-        ``llm``, ``embeddings`` and the first stage as ``index`` / ``retriever`` /
-        ``vectorstore``."""
-        cfg = config or (components.config if components is not None else Config())
-        if collection is not None:
-            cfg = cfg.with_overrides({"collection": collection})
-        if profile is not None:
-            cfg = cfg.with_overrides({"agents.profile": profile})
-        objects = {
-            "llm": llm,
-            "embeddings": embeddings,
-            "vectorstore": vectorstore,
-            "retriever": retriever,
-            "index": index,
-            "documents": documents,
-        }
-        if components is None and any(v is not None for v in objects.values()):
-            components = make_components(cfg, profile=profile, **objects)
-        parts = components if components is not None else Components(cfg)
+        """``graph``: a pipeline's name (default: the default pipeline) or a compiled graph.
+        Your objects go in as for :func:`~rag_complexity_agents.create_rag_agent`: ``llm``,
+        ``embeddings`` and the first stage as ``index`` / ``retriever`` / ``vectorstore``;
+        ``options`` are per-run knobs."""
+        parts = components or rag_components(
+            llm,
+            embeddings=embeddings,
+            vectorstore=vectorstore,
+            retriever=retriever,
+            index=index,
+            documents=documents,
+            collection=collection,
+            config=config,
+        )
         compiled = resolve_graph(graph, parts.config, components=parts)
         return cls(graph=compiled, components=parts, options=dict(options or {}))
 

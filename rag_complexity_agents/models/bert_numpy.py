@@ -2,7 +2,7 @@
 
 Answering a question embeds a few short texts (the queries, ASU's sampled answers).
 Importing sentence-transformers for that, with torch, transformers, scikit-learn and scipy
-behind it, took most of a fresh ``rca ask`` process's start-up (issue 15). A
+behind it, took most of a fresh ``rca ask`` process's start-up. A
 :class:`NumpyBertEncoder` reads the same files (``model.safetensors``, ``tokenizer.json``)
 and runs the same computation as sentence-transformers for a directory of the plain layout
 (:func:`plain_bert_layout`: BERT, mean pooling over the attention mask, L2 normalisation) in

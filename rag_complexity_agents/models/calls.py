@@ -27,6 +27,7 @@ from langchain_core.messages import BaseMessage
 
 from ..errors import ModelCallError, RCAError
 from .llamacpp import LlamaCppChatModel, MessagesInput, to_messages
+from .llamacpp.messages import reply_text
 
 _LENGTH_FIELDS = ("num_predict", "max_tokens", "max_new_tokens")
 
@@ -38,18 +39,6 @@ class ChatReply:
     text: str
     input_tokens: int = 0
     output_tokens: int = 0
-
-
-def reply_text(message: Any) -> str:
-    """The text of a chat reply: a message, its content, or a list of content blocks."""
-    content = getattr(message, "content", message)
-    if isinstance(content, str):
-        return content
-    return "".join(
-        b if isinstance(b, str) else str(b.get("text", ""))
-        for b in content
-        if isinstance(b, str) or b.get("type", "text") == "text"
-    )
 
 
 def takes_call_knobs(chat: BaseChatModel) -> bool:

@@ -149,6 +149,8 @@ class LLMJudgeEquivalence:
         self._structured: StructuredOutput | None = None
 
     def verdict(self, premise: str, hypothesis: str, question: str | None) -> Verdict:
+        # the LLM judge's pydantic schemas and LangChain's chat stack (about 1.5 s) load on
+        # its first call; the embedding equivalence needs neither
         from .schemas import Entailment
         from .structured import StructuredOutput, ask_choice
 

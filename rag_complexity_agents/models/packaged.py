@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ..config import default_home
 from ..errors import ChecksumMismatch, ModelNotAvailable
 
 _CHUNK_BYTES = 8 * 1024 * 1024
@@ -428,8 +429,6 @@ class PackagedModelInfo:
 def list_packaged_models(home: Path | None = None) -> list[PackagedModelInfo]:
     """Every packaged model, whether it is installed, and where it lives (never assembles)."""
     if home is None:
-        from ..config import default_home
-
         home = default_home()
     infos: list[PackagedModelInfo] = []
 

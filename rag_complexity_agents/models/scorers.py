@@ -20,6 +20,7 @@ from ..errors import ConfigError, ModelNotAvailable
 from ..optional import require
 from ..types import Chunk
 from .base import Embedder, Scorer
+from .packaged import packaged_splade_path
 
 VectorLookup = Callable[[Sequence[str]], np.ndarray]
 
@@ -151,8 +152,6 @@ def load_scorer(
     if spec == "bi-encoder":
         return BiEncoderScorer(embedder, vector_lookup)
     if spec == "splade":
-        from .packaged import packaged_splade_path
-
         return SpladeScorer(packaged_splade_path())
     if spec.startswith("cross-encoder:"):
         return CrossEncoderScorer(spec.split(":", 1)[1])

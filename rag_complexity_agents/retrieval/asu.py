@@ -60,9 +60,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ..agents.parsers import as_text
 from ..models.base import Equivalence
-from ..text import normalize_answer
+from ..text import as_text, normalize_answer
 from ..types import ScoredDoc
 from .nar import BatchFeedback
 
@@ -102,7 +101,7 @@ def extract_short_answer(text: str) -> str:
     Takes the first non-empty line, drops a leading "Answer:" / "The answer is", wrapping
     quotes or markdown, keeps the first sentence and at most 16 words, and strips the final
     full stop. Replies without any letter or digit give ''. Reads at most the first
-    :data:`~rag_complexity_agents.agents.parsers.MAX_CHARS` characters, in linear time.
+    :data:`~rag_complexity_agents.text.MAX_CHARS` characters, in linear time.
     """
     text = as_text(text)
     lines = [line.strip() for line in text.splitlines() if is_usable_answer(line)]
@@ -313,6 +312,7 @@ def draw_samples(
     """m sampled replies to one prompt (seeds ``seed .. seed + m - 1``) via
     :func:`~rag_complexity_agents.models.calls.sample_answers`, which evaluates the prompt once
     for the llama.cpp model and makes m calls for other backends."""
+    # deferred: models.calls imports langchain_core, which ASU with a custom sampler never needs
     from ..models.calls import sample_answers
 
     replies = sample_answers(

@@ -22,15 +22,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ..agents.parsers import as_text
-from ..models.calls import ANSWER_LINE_CHARS
+from ..models.calls import ANSWER_LINE_CHARS, ChatReply, call_chat
+from ..models.schemas import MERAnswer
+from ..models.structured import StructuredOutput, record_format_failure
+from ..text import as_text
 from ..types import Chunk, ScoredDoc
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
-
-    from ..models.calls import ChatReply
-    from ..models.structured import StructuredOutput
 
 FINAL_MARKER = "[Final Answer]:"
 REASONING_MARKER = "[Reasoning]:"
@@ -285,7 +284,7 @@ def extract_final_answer(text: str) -> ExtractedAnswer:
     answer**:``, ``final answer is``); the last "the answer is X"; the last ``Answer: X``
     line; the last non-empty line that is not a reasoning line; else ''. At most 50 markers
     of each kind are tried; only the first
-    :data:`~rag_complexity_agents.agents.parsers.MAX_CHARS` characters are read, and the
+    :data:`~rag_complexity_agents.text.MAX_CHARS` characters are read, and the
     work is linear in them.
     """
     text = as_text(text)
@@ -412,8 +411,6 @@ class MetaEvidenceReasoner:
         """Whether the reasoner asks its chat model for a :class:`MERAnswer` object (a run
         context's holder when one was given, else the reasoner's own)."""
         if self._structured is None:
-            from ..models.structured import StructuredOutput
-
             self._structured = StructuredOutput(self.chat)
         return self._structured
 
@@ -448,10 +445,6 @@ class MetaEvidenceReasoner:
         answer is never cut off. A structured reply that does not validate or has no answer,
         and a text reply without an answer after the marker, are format failures of kind
         ``mer``."""
-        from ..models.calls import call_chat
-        from ..models.schemas import MERAnswer
-        from ..models.structured import record_format_failure
-
         messages = self.messages(question, reasoning_path, evidence)
         replies: list[ChatReply] = []
         if self.structured.enabled:

@@ -1,12 +1,15 @@
-"""Neighbourhood-Aware Retrieval (NAR): SUNAR Algorithm 1 as a pure function.
+"""Neighbourhood-Aware Retrieval (NAR): SUNAR's Algorithm 1.
 
-Inputs are plain data and three callables, so NAR runs (and is tested) without any model:
+:class:`NeighbourhoodAwareReranker` is the algorithm and nothing else. Its inputs are plain
+data and callables, so it runs (and is tested) without any model:
 
 * ``initial``: the initial ranking R (first-stage list, best first);
 * ``score(query, chunks) -> scores``: the scorer (``Scorer.score`` fits);
 * ``neighbours(doc_id, n) -> [(doc_id, similarity)]``: the corpus graph G
   (``TopKGraph.neighbours`` fits);
 * ``chunk_of(doc_id) -> Chunk``: turns a neighbour id into a scorable chunk;
+* optionally ``rescore(query, batch, index) -> BatchFeedback``: re-scores each scored batch
+  (ASU's 1/s), see :class:`BatchHook`;
 * optionally ``prefetch(doc_ids, n)``: told once per batch which documents' neighbours are
   read next (``OnDemandGraph.prefetch`` fits: one store call per batch instead of one per
   document). It only warms the graph; the neighbours read, and so the results, are the same.
@@ -16,7 +19,7 @@ The loop, for budget c and batch size b::
     R+ = {} ; C = R ; N = {}
     repeat
         B  = score(top min(b, c - |R+|) documents of C)      # never a document twice
-        B  = hook(B)                                          # optional, e.g. ASU's 1/s
+        B  = rescore(B)                                       # optional, e.g. ASU's 1/s
         R+ = R+ ∪ B ; R = R \\ B ; N = N \\ B
         N  = N ∪ (neighbours(B, G) \\ R+)   priority = score of the document that brought it
         C  = the other pool (R ↔ N); if it is empty, the non-empty one
@@ -27,8 +30,9 @@ Details the paper leaves open, and the choices made here (those of the reference
 pyterrier-adaptive ``GAR``):
 
 * A neighbour reached from several scored documents keeps the highest bringer score as its
-  priority (and that bringer as ``via``); ties go to the neighbour found first, i.e. the
-  earlier batch, then the bringer's graph order (most similar first).
+  priority (and that bringer as ``via``); ties go to the neighbour that reached its priority
+  first, i.e. the earlier batch, then the bringer's rank in the batch (best score first),
+  then the bringer's graph order (most similar first).
 * A first-stage document may also enter N (line 15 only removes R+). Whichever pool scores it
   first wins; the other pool then skips it. Such a document gets ``source="neighbour"`` and
   keeps its first-stage rank in ``extra["first_stage_rank"]``.
@@ -38,18 +42,21 @@ pyterrier-adaptive ``GAR``):
   (``min(scored) - 1 - i``) so that a single sort by score keeps the order; their first-stage
   score is kept in ``extra["first_stage_score"]``.
 
-Timing: the trace splits the wall time into ``scoring_ms`` (inside ``score``), ``hook_ms``
-(inside the batch hook) and ``bookkeeping_ms`` (everything else: pool updates, graph
-look-ups, sorting), so NAR's own overhead can be compared with the scorer's cost.
+:func:`neighbourhood_aware_rerank` runs the algorithm with timed callables and builds the
+:class:`NARTrace` afterwards from the returned batches: the trace splits the wall time into
+``scoring_ms`` (inside ``score``), ``hook_ms`` (inside the batch hook) and ``bookkeeping_ms``
+(everything else: pool updates, graph look-ups, sorting), so NAR's own overhead can be
+compared with the scorer's cost; ``graph_ms`` is the part spent inside ``neighbours`` and
+``prefetch``.
 """
 
 from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Collection, Container, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Generic, Literal, NamedTuple, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
@@ -77,6 +84,348 @@ class BatchHook(Protocol):
     def __call__(self, query: str, batch: Sequence[ScoredDoc], batch_index: int) -> BatchFeedback:
         """``batch`` holds the scorer's scores; return the batch's final scores."""
         ...
+
+
+RescoreFn = Callable[[str, Sequence[ScoredDoc], int], BatchFeedback]
+
+
+# ---------------------------------------------------------------------------- the two pools
+
+
+class _FirstStage:
+    """R: the initial ranking without duplicate ids, consumed from the top."""
+
+    def __init__(self, initial: Iterable[ScoredDoc]) -> None:
+        self.ranking: list[ScoredDoc] = []
+        self._position: dict[str, int] = {}
+        for doc in initial:
+            if doc.id not in self._position:
+                self._position[doc.id] = len(self.ranking)
+                self.ranking.append(doc)
+        self._cursor = 0
+
+    def has_unscored(self, scored: Container[str]) -> bool:
+        """Whether R \\ R+ is non-empty (skips the documents the neighbour pool scored)."""
+        while self._cursor < len(self.ranking) and self.ranking[self._cursor].id in scored:
+            self._cursor += 1
+        return self._cursor < len(self.ranking)
+
+    def take(self, size: int, scored: Container[str], index: int) -> list[ScoredDoc]:
+        """The top ``size`` unscored documents of R, as unscored members of batch ``index``."""
+        batch: list[ScoredDoc] = []
+        while len(batch) < size and self.has_unscored(scored):
+            doc = self.ranking[self._cursor]
+            self._cursor += 1
+            batch.append(
+                ScoredDoc(
+                    doc.chunk,
+                    float("nan"),
+                    source="first_stage",
+                    batch=index,
+                    extra=self.provenance(doc.id),
+                )
+            )
+        return batch
+
+    def get(self, doc_id: str) -> ScoredDoc | None:
+        position = self._position.get(doc_id)
+        return None if position is None else self.ranking[position]
+
+    def provenance(self, doc_id: str) -> dict[str, Any]:
+        """The first-stage rank (1-based) and score of a document of R."""
+        position = self._position[doc_id]
+        return {
+            "first_stage_rank": position + 1,
+            "first_stage_score": self.ranking[position].score,
+        }
+
+
+class _Frontier(NamedTuple):
+    """Entry of the neighbour pool N."""
+
+    priority: float
+    via: str
+    similarity: float
+
+
+class _NeighbourPool:
+    """N: a max-priority queue with lazy deletion and priority increases."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, _Frontier] = {}
+        self._heap: list[tuple[float, int, str]] = []
+        self._counter = 0
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def offer_all(
+        self,
+        candidates: Iterable[tuple[str, float]],
+        priority: float,
+        via: str,
+        scored: Container[str],
+    ) -> int:
+        """Offer the unscored ``candidates`` (id, similarity) brought by ``via`` with
+        ``priority``: add new ones, raise lower priorities. Returns how many were new."""
+        entries, heap, added = self.entries, self._heap, 0
+        for doc_id, similarity in candidates:
+            if doc_id in scored:
+                continue
+            current = entries.get(doc_id)
+            if current is not None and current.priority >= priority:
+                continue
+            entries[doc_id] = _Frontier(priority, via, float(similarity))
+            heapq.heappush(heap, (-priority, self._counter, doc_id))
+            self._counter += 1
+            added += current is None
+        return added
+
+    def discard(self, doc_id: str) -> None:
+        self.entries.pop(doc_id, None)
+
+    def pop(self) -> tuple[str, _Frontier] | None:
+        while self._heap:
+            neg_priority, _, doc_id = heapq.heappop(self._heap)
+            entry = self.entries.get(doc_id)
+            if entry is not None and entry.priority == -neg_priority:
+                del self.entries[doc_id]
+                return doc_id, entry
+        return None
+
+    def take(
+        self, size: int, index: int, first_stage: _FirstStage, chunk_of: ChunkFn
+    ) -> list[ScoredDoc]:
+        """The ``size`` highest-priority documents of N, as unscored members of batch
+        ``index`` (a document of R keeps its first-stage chunk and provenance)."""
+        batch: list[ScoredDoc] = []
+        while len(batch) < size and (popped := self.pop()) is not None:
+            doc_id, entry = popped
+            extra: dict[str, Any] = {"priority": entry.priority, "similarity": entry.similarity}
+            original = first_stage.get(doc_id)
+            if original is not None:
+                extra.update(first_stage.provenance(doc_id))
+            chunk = original.chunk if original is not None else chunk_of(doc_id)
+            batch.append(
+                ScoredDoc(
+                    chunk,
+                    float("nan"),
+                    source="neighbour",
+                    batch=index,
+                    via=entry.via,
+                    extra=extra,
+                )
+            )
+        return batch
+
+
+# ---------------------------------------------------------------------------- Algorithm 1
+
+
+@dataclass(slots=True)
+class NARBatch:
+    """One iteration of Algorithm 1: the batch B (final scores in ``doc.score``), the pool C
+    it was taken from, the scorer's scores before re-scoring, and the re-scorer's info."""
+
+    pool: PoolName
+    docs: list[ScoredDoc]
+    scorer_scores: list[float]
+    rescore_info: dict[str, Any]
+    neighbours_added: int
+
+
+@dataclass(slots=True)
+class NAROutcome:
+    """Algorithm 1's output: R+ by score then the backfill (``rank`` = 1..n), the batches in
+    scoring order, and how many documents were left in the neighbour pool N."""
+
+    docs: list[ScoredDoc]
+    batches: list[NARBatch]
+    neighbour_pool_left: int
+
+
+def _checked(values: Any, batch: Sequence[ScoredDoc], source: str) -> np.ndarray:
+    """``values`` as one finite float per document of ``batch``, else ValueError."""
+    array = np.asarray(values, dtype=np.float64)
+    if array.shape != (len(batch),):
+        raise ValueError(
+            f"{source} returned shape {array.shape} for a batch of {len(batch)} documents"
+        )
+    bad = [f"{doc.id}={v}" for doc, v in zip(batch, array, strict=True) if not np.isfinite(v)]
+    if bad:
+        raise ValueError(
+            f"{source} returned non-finite scores ({', '.join(bad)}); NAR ranks by score and "
+            "needs finite numbers (check the scorer model and its inputs)"
+        )
+    return array
+
+
+def _rank_with_backfill(scored: Collection[ScoredDoc], first_stage: _FirstStage) -> list[ScoredDoc]:
+    """R+ by descending score (stable: earlier batches win ties), then the unscored rest of R
+    in first-stage order with scores below every scored one; ranks 1..n."""
+    ranked = sorted(scored, key=lambda d: -d.score)
+    scored_ids = {doc.id for doc in ranked}
+    floor = min((doc.score for doc in ranked), default=0.0)
+    unscored = [doc for doc in first_stage.ranking if doc.id not in scored_ids]
+    backfill = [
+        ScoredDoc(
+            doc.chunk, floor - 1.0 - i, source="backfill", extra=first_stage.provenance(doc.id)
+        )
+        for i, doc in enumerate(unscored)
+    ]
+    docs = [*ranked, *backfill]
+    for rank, doc in enumerate(docs, start=1):
+        doc.rank = rank
+    return docs
+
+
+class NeighbourhoodAwareReranker:
+    """SUNAR's Algorithm 1: re-rank R within a scoring budget, alternating between R and the
+    graph neighbours N of what scored well.
+
+    ``batch_size`` is b, ``budget`` is c, ``neighbours_per_doc`` the neighbours of each scored
+    document offered to N (0 turns NAR into plain re-ranking of R's top c); their defaults
+    and checks live in :class:`NARParams` (see :meth:`from_params`). ``rescore`` is the
+    optional re-scoring of each batch (ASU). Nothing here times or traces: time the callables
+    and read the returned :class:`NARBatch` records.
+    """
+
+    def __init__(
+        self,
+        score: ScoreFn,
+        neighbours: NeighbourFn,
+        chunk_of: ChunkFn,
+        *,
+        batch_size: int,
+        budget: int,
+        neighbours_per_doc: int,
+        rescore: RescoreFn | None = None,
+        prefetch: PrefetchFn | None = None,
+    ) -> None:
+        self.score = score
+        self.neighbours = neighbours
+        self.chunk_of = chunk_of
+        self.batch_size = batch_size
+        self.budget = budget
+        self.neighbours_per_doc = neighbours_per_doc
+        self.rescore = rescore
+        self.prefetch = prefetch
+
+    @classmethod
+    def from_params(
+        cls,
+        params: NARParams,
+        score: ScoreFn,
+        neighbours: NeighbourFn,
+        chunk_of: ChunkFn,
+        *,
+        rescore: RescoreFn | None = None,
+        prefetch: PrefetchFn | None = None,
+    ) -> NeighbourhoodAwareReranker:
+        """The reranker for the configured knobs (b, c, neighbours per document)."""
+        return cls(
+            score,
+            neighbours,
+            chunk_of,
+            batch_size=params.b,
+            budget=params.c,
+            neighbours_per_doc=params.neighbours_per_doc,
+            rescore=rescore,
+            prefetch=prefetch,
+        )
+
+    def rerank(self, query: str, initial: Sequence[ScoredDoc]) -> NAROutcome:
+        """Run Algorithm 1 for ``query`` over the initial ranking ``initial`` (R).
+
+        Returns every scored document (R+) by descending final score, then the first-stage
+        documents that were never scored (backfill). Documents reached through the graph that
+        were not scored within the budget are not returned. Duplicate ids in ``initial`` keep
+        their first occurrence.
+        """
+        first_stage = _FirstStage(initial)  # R
+        frontier = _NeighbourPool()  # N
+        results: dict[str, ScoredDoc] = {}  # R+, in scoring order
+        batches: list[NARBatch] = []
+        take_first_stage = True  # C starts as R
+        while len(results) < self.budget:
+            has_r, has_n = first_stage.has_unscored(results), len(frontier) > 0
+            if not (has_r or has_n):
+                break
+            pool: PoolName = "R" if (take_first_stage and has_r) or not has_n else "N"
+            size, index = min(self.batch_size, self.budget - len(results)), len(batches)
+            if pool == "R":
+                batch = first_stage.take(size, results, index)
+            else:
+                batch = frontier.take(size, index, first_stage, self.chunk_of)
+            scorer_scores, info = self._score(query, batch, index)  # SCORE(B), RESCORE(B)
+            for doc in batch:  # R+ = R+ ∪ B; R = R \ B; N = N \ B
+                results[doc.id] = doc
+                frontier.discard(doc.id)
+            added = self._expand(batch, frontier, results)  # N = N ∪ (neighbours(B) \ R+)
+            batches.append(NARBatch(pool, batch, scorer_scores, info, added))
+            take_first_stage = pool == "N"  # alternate C between R and N
+        return NAROutcome(
+            _rank_with_backfill(results.values(), first_stage), batches, len(frontier)
+        )
+
+    def _score(
+        self, query: str, batch: list[ScoredDoc], index: int
+    ) -> tuple[list[float], dict[str, Any]]:
+        """Score B, then re-score it when a ``rescore`` step is set; the documents get their
+        final scores (the scorer's kept in ``extra["scorer_score"]`` when re-scored).
+        Returns the scorer's scores and the re-scorer's info."""
+        raw = _checked(self.score(query, [doc.chunk for doc in batch]), batch, "the scorer")
+        for doc, value in zip(batch, raw, strict=True):
+            doc.score = float(value)
+        if self.rescore is None:
+            return raw.tolist(), {}
+        feedback = self.rescore(query, batch, index)
+        final = _checked(feedback.scores, batch, "the batch hook")
+        for doc, before, after in zip(batch, raw, final, strict=True):
+            doc.extra["scorer_score"] = float(before)
+            doc.score = float(after)
+        return raw.tolist(), feedback.info
+
+    def _expand(
+        self, batch: Sequence[ScoredDoc], frontier: _NeighbourPool, scored: Container[str]
+    ) -> int:
+        """Offer each scored document's graph neighbours to N, best-scored bringer first,
+        with the bringer's score as priority. Returns how many entered N."""
+        n = self.neighbours_per_doc
+        if n <= 0:
+            return 0
+        bringers = sorted(batch, key=lambda doc: -doc.score)
+        if self.prefetch is not None:
+            self.prefetch([doc.id for doc in bringers], n)
+        return sum(
+            frontier.offer_all(self.neighbours(doc.id, n), doc.score, doc.id, scored)
+            for doc in bringers
+        )
+
+
+# ---------------------------------------------------------------------------- timing, trace
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+class _Stopwatch(Generic[_P, _T]):
+    """Calls ``fn`` and records the wall time of every call (ms), in call order."""
+
+    def __init__(self, fn: Callable[_P, _T]) -> None:
+        self.fn = fn
+        self.calls_ms: list[float] = []
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        tick = time.perf_counter()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            self.calls_ms.append((time.perf_counter() - tick) * 1000.0)
+
+    @property
+    def total_ms(self) -> float:
+        return sum(self.calls_ms)
 
 
 @dataclass(slots=True)
@@ -166,82 +515,67 @@ class NARResult:
     trace: NARTrace
 
 
-def _require_finite(values: np.ndarray, batch: Sequence[ScoredDoc], source: str) -> None:
-    """ValueError naming the documents when ``values`` holds NaN or ±inf."""
-    bad = [
-        f"{doc.id}={value}"
-        for doc, value in zip(batch, values, strict=True)
-        if not np.isfinite(value)
-    ]
-    if bad:
-        raise ValueError(
-            f"{source} returned non-finite scores ({', '.join(bad)}); NAR ranks by score and "
-            "needs finite numbers (check the scorer model and its inputs)"
-        )
+class _Timers:
+    """Stopwatches around the callables NAR is given (the hook and prefetch may be absent)."""
 
-
-class _Frontier(NamedTuple):
-    """Entry of the neighbour pool N."""
-
-    priority: float
-    via: str
-    similarity: float
-
-
-class _NeighbourPool:
-    """N: a max-priority queue with lazy deletion and priority increases."""
-
-    def __init__(self) -> None:
-        self.entries: dict[str, _Frontier] = {}
-        self._heap: list[tuple[float, int, str]] = []
-        self._counter = 0
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    def offer_all(
+    def __init__(
         self,
-        candidates: Iterable[tuple[str, float]],
-        priority: float,
-        via: str,
-        scored: Container[str],
-    ) -> int:
-        """Offer the unscored ``candidates`` (id, similarity) brought by ``via`` with
-        ``priority``: add new ones, raise lower priorities. Returns how many were new."""
-        entries, heap, added = self.entries, self._heap, 0
-        for doc_id, similarity in candidates:
-            if doc_id in scored:
-                continue
-            current = entries.get(doc_id)
-            if current is not None and current.priority >= priority:
-                continue
-            entries[doc_id] = _Frontier(priority, via, float(similarity))
-            heapq.heappush(heap, (-priority, self._counter, doc_id))
-            self._counter += 1
-            added += current is None
-        return added
+        score: ScoreFn,
+        neighbours: NeighbourFn,
+        hook: BatchHook | None,
+        prefetch: PrefetchFn | None,
+    ) -> None:
+        self.score = _Stopwatch(score)
+        self.neighbours = _Stopwatch(neighbours)
+        self.hook = _Stopwatch(hook) if hook is not None else None
+        self.prefetch = _Stopwatch(prefetch) if prefetch is not None else None
 
-    def discard(self, doc_id: str) -> None:
-        self.entries.pop(doc_id, None)
+    def hook_ms(self, index: int) -> float:
+        return self.hook.calls_ms[index] if self.hook is not None else 0.0
 
-    def pop(self) -> tuple[str, _Frontier] | None:
-        while self._heap:
-            neg_priority, _, doc_id = heapq.heappop(self._heap)
-            entry = self.entries.get(doc_id)
-            if entry is not None and entry.priority == -neg_priority:
-                del self.entries[doc_id]
-                return doc_id, entry
-        return None
+    @property
+    def graph_ms(self) -> float:
+        prefetch_ms = self.prefetch.total_ms if self.prefetch is not None else 0.0
+        return self.neighbours.total_ms + prefetch_ms
 
 
-def _unique(initial: Iterable[ScoredDoc]) -> list[ScoredDoc]:
-    seen: set[str] = set()
-    out = []
-    for doc in initial:
-        if doc.id not in seen:
-            seen.add(doc.id)
-            out.append(doc)
-    return out
+def _build_trace(
+    params: NARParams, initial: Sequence[ScoredDoc], outcome: NAROutcome, timers: _Timers
+) -> NARTrace:
+    """The trace of one run, from its outcome and the stopwatches (the scorer and the hook
+    run once per batch, in batch order); ``total_ms`` is left to the caller."""
+    initial_ids = {doc.id for doc in initial}
+    scored = [doc for doc in outcome.docs if doc.source != "backfill"]
+    batches = [
+        BatchTrace(
+            index=index,
+            pool=batch.pool,
+            ids=[doc.id for doc in batch.docs],
+            scores=batch.scorer_scores,
+            final_scores=[doc.score for doc in batch.docs],
+            neighbours_added=batch.neighbours_added,
+            scoring_ms=timers.score.calls_ms[index],
+            hook_ms=timers.hook_ms(index),
+            hook=batch.rescore_info,
+        )
+        for index, batch in enumerate(outcome.batches)
+    ]
+    first_stage = sum(doc.source == "first_stage" for doc in scored)
+    return NARTrace(
+        params=params,
+        initial_size=len(initial_ids),
+        batches=batches,
+        scored=len(scored),
+        scored_first_stage=first_stage,
+        scored_neighbours=len(scored) - first_stage,
+        new_documents=sum(doc.id not in initial_ids for doc in scored),
+        backfilled=len(outcome.docs) - len(scored),
+        neighbour_pool_left=outcome.neighbour_pool_left,
+        neighbour_lookups=len(timers.neighbours.calls_ms),
+        scoring_ms=sum(batch.scoring_ms for batch in batches),
+        hook_ms=sum(batch.hook_ms for batch in batches),
+        graph_ms=timers.graph_ms,
+    )
 
 
 def neighbourhood_aware_rerank(
@@ -255,179 +589,27 @@ def neighbourhood_aware_rerank(
     hook: BatchHook | None = None,
     prefetch: PrefetchFn | None = None,
 ) -> NARResult:
-    """Run SUNAR's Algorithm 1 for ``query`` over the initial ranking ``initial`` (R).
+    """Run SUNAR's Algorithm 1 for ``query`` over ``initial`` (R) and trace it.
 
-    Returns every scored document (R+) by descending final score, then the first-stage
-    documents that were never scored (backfill). Documents reached through the graph that
-    were not scored within the budget are not returned. Duplicate ids in ``initial`` keep
-    their first occurrence.
+    :meth:`NeighbourhoodAwareReranker.rerank` with the knobs of ``params`` and ``hook`` as
+    the re-scoring step; the callables are timed and the trace is built from the returned
+    batches.
     """
     params = params or NARParams()
     start = time.perf_counter()
-    trace = NARTrace(params=params)
-    ranking = _unique(initial)
-    trace.initial_size = len(ranking)
-    first_stage = {doc.id: (position, doc) for position, doc in enumerate(ranking)}
-
-    scored: dict[str, ScoredDoc] = {}  # R+, in scoring order
-    frontier = _NeighbourPool()  # N
-    cursor = 0  # R = ranking[cursor:] minus scored documents
-    use_first_stage = True  # C starts as R
-
-    def first_stage_left() -> bool:
-        nonlocal cursor
-        while cursor < len(ranking) and ranking[cursor].id in scored:
-            cursor += 1
-        return cursor < len(ranking)
-
-    while len(scored) < params.c:
-        has_r, has_n = first_stage_left(), len(frontier) > 0
-        if not has_r and not has_n:
-            break
-        pool: PoolName = "R" if (use_first_stage and has_r) or not has_n else "N"
-        size = min(params.b, params.c - len(scored))
-
-        # ---- select B: the top `size` unscored documents of the chosen pool
-        batch: list[ScoredDoc] = []
-        if pool == "R":
-            while len(batch) < size and first_stage_left():
-                doc = ranking[cursor]
-                cursor += 1
-                batch.append(
-                    ScoredDoc(
-                        doc.chunk,
-                        float("nan"),
-                        source="first_stage",
-                        batch=len(trace.batches),
-                        extra={"first_stage_rank": cursor, "first_stage_score": doc.score},
-                    )
-                )
-        else:
-            while len(batch) < size:
-                popped = frontier.pop()
-                if popped is None:
-                    break
-                doc_id, entry = popped
-                if doc_id in scored:
-                    continue
-                extra: dict[str, Any] = {
-                    "priority": entry.priority,
-                    "similarity": entry.similarity,
-                }
-                if doc_id in first_stage:
-                    position, original = first_stage[doc_id]
-                    extra["first_stage_rank"] = position + 1
-                    extra["first_stage_score"] = original.score
-                    chunk = original.chunk
-                else:
-                    chunk = chunk_of(doc_id)
-                batch.append(
-                    ScoredDoc(
-                        chunk,
-                        float("nan"),
-                        source="neighbour",
-                        batch=len(trace.batches),
-                        via=entry.via,
-                        extra=extra,
-                    )
-                )
-        if not batch:  # pragma: no cover - guarded by has_r / has_n
-            break
-
-        # ---- SCORE(B)
-        tick = time.perf_counter()
-        raw = np.asarray(score(query, [doc.chunk for doc in batch]), dtype=np.float64)
-        scoring_ms = (time.perf_counter() - tick) * 1000.0
-        if raw.shape != (len(batch),):
-            raise ValueError(
-                f"the scorer returned shape {raw.shape} for a batch of {len(batch)} documents"
-            )
-        _require_finite(raw, batch, "the scorer")
-        for doc, value in zip(batch, raw, strict=True):
-            doc.score = float(value)
-
-        # ---- optional RESCORE(B) (ASU)
-        hook_ms, hook_info = 0.0, {}
-        final = raw
-        if hook is not None:
-            tick = time.perf_counter()
-            feedback = hook(query, batch, len(trace.batches))
-            hook_ms = (time.perf_counter() - tick) * 1000.0
-            final = np.asarray(feedback.scores, dtype=np.float64)
-            if final.shape != raw.shape:
-                raise ValueError(
-                    f"the batch hook returned shape {final.shape} for {len(batch)} documents"
-                )
-            _require_finite(final, batch, "the batch hook")
-            hook_info = feedback.info
-            for doc, before, after in zip(batch, raw, final, strict=True):
-                doc.extra["scorer_score"] = float(before)
-                doc.score = float(after)
-
-        # ---- R+ = R+ ∪ B; R = R \ B; N = N \ B
-        for doc in batch:
-            scored[doc.id] = doc
-            frontier.discard(doc.id)
-
-        # ---- N = N ∪ (neighbours(B, G) \ R+), prioritised by the bringer's score
-        added = 0
-        if params.neighbours_per_doc > 0:
-            order = sorted(range(len(batch)), key=lambda i: -batch[i].score)
-            tick = time.perf_counter()
-            if prefetch is not None:
-                prefetch([batch[i].chunk.id for i in order], params.neighbours_per_doc)
-            for i in order:
-                bringer = batch[i]
-                found = neighbours(bringer.chunk.id, params.neighbours_per_doc)
-                added += frontier.offer_all(found, bringer.score, bringer.chunk.id, scored)
-            trace.neighbour_lookups += len(order)
-            trace.graph_ms += (time.perf_counter() - tick) * 1000.0
-
-        trace.batches.append(
-            BatchTrace(
-                index=len(trace.batches),
-                pool=pool,
-                ids=[doc.id for doc in batch],
-                scores=[float(v) for v in raw],
-                final_scores=[float(v) for v in final],
-                neighbours_added=added,
-                scoring_ms=scoring_ms,
-                hook_ms=hook_ms,
-                hook=hook_info,
-            )
-        )
-        trace.scoring_ms += scoring_ms
-        trace.hook_ms += hook_ms
-        use_first_stage = pool == "N"  # alternate C between R and N
-
-    # ---- output: R+ by score (stable: earlier batches win ties), then backfill
-    ranked = sorted(scored.values(), key=lambda d: -d.score)
-    floor = min((d.score for d in ranked), default=0.0)
-    backfill: list[ScoredDoc] = []
-    for doc in ranking:
-        if doc.id in scored:
-            continue
-        position = first_stage[doc.id][0]
-        backfill.append(
-            ScoredDoc(
-                doc.chunk,
-                floor - 1.0 - len(backfill),
-                source="backfill",
-                extra={"first_stage_rank": position + 1, "first_stage_score": doc.score},
-            )
-        )
-    docs = [*ranked, *backfill]
-    for rank, doc in enumerate(docs, start=1):
-        doc.rank = rank
-
-    trace.scored = len(scored)
-    trace.scored_first_stage = sum(d.source == "first_stage" for d in scored.values())
-    trace.scored_neighbours = trace.scored - trace.scored_first_stage
-    trace.new_documents = sum(d.id not in first_stage for d in scored.values())
-    trace.backfilled = len(backfill)
-    trace.neighbour_pool_left = len(frontier)
+    timers = _Timers(score, neighbours, hook, prefetch)
+    reranker = NeighbourhoodAwareReranker.from_params(
+        params,
+        timers.score,
+        timers.neighbours,
+        chunk_of,
+        rescore=timers.hook,
+        prefetch=timers.prefetch,
+    )
+    outcome = reranker.rerank(query, initial)
+    trace = _build_trace(params, initial, outcome, timers)
     trace.total_ms = (time.perf_counter() - start) * 1000.0
-    return NARResult(docs, trace)
+    return NARResult(outcome.docs, trace)
 
 
 def rerank_only(
@@ -463,11 +645,15 @@ __all__ = [
     "BatchHook",
     "BatchTrace",
     "ChunkFn",
+    "NARBatch",
+    "NAROutcome",
     "NARParams",
     "NARResult",
     "NARTrace",
     "NeighbourFn",
+    "NeighbourhoodAwareReranker",
     "PrefetchFn",
+    "RescoreFn",
     "ScoreFn",
     "neighbourhood_aware_rerank",
     "rerank_only",

@@ -1,10 +1,11 @@
 """Adaptive-RAG (Jeong et al. 2024): automatic complexity labels, a trainable classifier and a
 LangGraph router over no retrieval (A), single-step retrieval (B) and a multi-step loop (C).
 
-Modules: :mod:`.labels` (auto-labelling through the evaluation harness), :mod:`.classifier`
-(fine-tuned encoder, TF-IDF baseline, zero-shot LLM, heuristic), :mod:`.router` (the graph),
-:mod:`.strategy` (wiring to real components; the harness strategy ``adaptive``, found through
-its entry point).
+Modules: :mod:`.labels` (automatic labels from harness run lines), :mod:`.classifier`
+(fine-tuned encoder, TF-IDF baseline, zero-shot LLM, heuristic), :mod:`.router` (the graph).
+:mod:`.pipeline` (the router over pipelines of the registry, wired to real components). The
+harness strategy ``adaptive`` and the labelling run live with the harness, in
+:mod:`rag_complexity_agents.eval.adaptive`.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from .classifier import (
     load_classifier,
     train_classifier,
 )
-from .labels import LABELS, auto_label, bias_label, collect_labels, label_from_runs
+from .labels import LABELS, auto_label, bias_label, label_from_runs
+from .pipeline import build_adaptive_router
 from .router import build_router_graph, decide_route
-from .strategy import build_adaptive_router, build_adaptive_strategy
 
 __all__ = [
     "LABELS",
@@ -33,10 +34,8 @@ __all__ = [
     "auto_label",
     "bias_label",
     "build_adaptive_router",
-    "build_adaptive_strategy",
     "build_router_graph",
     "classifier_from_config",
-    "collect_labels",
     "decide_route",
     "label_from_runs",
     "load_classifier",

@@ -7,10 +7,10 @@ NQ-open, TriviaQA) → B, multi-hop datasets (MuSiQue, HotpotQA, 2WikiMultiHopQA
 Bamboogle and Compositional Celebrities) → C.
 
 :func:`auto_label` and :func:`bias_label` are pure; :func:`label_from_runs` combines run-file
-lines of the evaluation harness; :func:`collect_labels` runs A, B and C through
-:func:`rag_complexity_agents.eval.harness.evaluate` (resumable run files, LLM cache) and writes
-a labelled JSONL file (one ``{"id", "dataset", "question", "label", "source", "correct"}``
-object per question).
+lines of the evaluation harness and :func:`write_labels` writes the labelled JSONL file (one
+``{"id", "dataset", "question", "label", "source", "correct"}`` object per question).
+:func:`rag_complexity_agents.eval.adaptive.collect_labels` runs A, B and C through the
+harness (resumable run files, LLM cache) to produce those lines.
 
 "Answered correctly" uses ``cover_em`` by default (SUNAR's cover exact match: the normalised
 gold answer occurs in the prediction as a whole run of tokens); ``metric`` /
@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ...config.pipelines import DEFAULT_PIPELINE
 from ...errors import InputError
 
 if TYPE_CHECKING:
@@ -55,11 +56,12 @@ MULTI_HOP_DATASETS: frozenset[str] = frozenset(
     }
 )
 
-#: Harness strategy names of A and B (C is configurable: ``adaptive.c_strategy``).
+#: Pipelines of A, B and C (each configurable: ``adaptive.a_strategy`` …); C is the default
+#: pipeline.
 DEFAULT_STRATEGIES: dict[Label, str] = {
     "A": "no_retrieval",
     "B": "single_step",
-    "C": "self_ask_sunar_mer",
+    "C": DEFAULT_PIPELINE,
 }
 
 
@@ -211,81 +213,6 @@ def strategies_for(config: Config) -> dict[Label, str]:
     return {"A": section.a_strategy, "B": section.b_strategy, "C": section.c_strategy}
 
 
-def collect_labels(
-    config: Config,
-    datasets: Sequence[str],
-    out: str | Path,
-    *,
-    limit: int | None = None,
-    offset: int = 0,
-    strategies: Mapping[str, str] | None = None,
-    runs_dir: str | Path | None = None,
-    progress: bool = True,
-) -> tuple[Path, dict[str, int]]:
-    """Run A, B, C on each dataset through the harness and write the labelled JSONL.
-
-    Every (dataset, strategy) pair is a resumable harness run file (in ``runs_dir`` or the
-    harness default), so an interrupted labelling continues where it stopped and reuses the
-    LLM cache. Returns the output path and label counts (``A``/``B``/``C`` and
-    ``bias``/``outcome``).
-    """
-    from ...eval.datasets import default_data_dir, load_records, resolve_dataset
-    from ...eval.harness import default_run_path, evaluate, open_llm_cache
-    from ...eval.runner import read_run
-    from ...eval.strategies import EvalComponents
-
-    if not datasets:
-        raise InputError("give at least one dataset to label")
-    chosen = dict(strategies or strategies_for(config))
-    if set(chosen) != set(LABELS):
-        raise InputError("strategies must map exactly A, B and C to harness strategy names")
-    parts = EvalComponents(config, llm_cache=open_llm_cache(config))
-    data_dir = config.eval.data_dir or default_data_dir()
-    items: list[LabelledQuestion] = []
-    for dataset in datasets:
-        path = resolve_dataset(dataset, data_dir)
-        end = None if limit is None else offset + limit
-        records = load_records(path)[offset:end]
-        runs: dict[str, dict[str, Mapping[str, Any]]] = {}
-        for label in LABELS:
-            strategy = chosen[label]
-            target = (
-                Path(runs_dir) / f"{path.stem}__{strategy}.jsonl"
-                if runs_dir is not None
-                else default_run_path(config, strategy, path)
-            )
-            if progress:
-                print(f"== {path.stem}: {label} = {strategy} → {target}", flush=True)
-            evaluate(
-                config,
-                strategy,
-                path,
-                out=target,
-                offset=offset,
-                limit=limit,
-                progress=progress,
-                components=parts,
-            )
-            runs[label] = {line["id"]: line for line in read_run(target)}
-        questions = [
-            {"id": r.id, "dataset": r.dataset, "question": r.question, "hops": r.hops}
-            for r in records
-        ]
-        items += label_from_runs(
-            runs,
-            metric=config.adaptive.correct_metric,
-            min_score=config.adaptive.min_score,
-            questions=questions,
-        )
-    target = write_labels(items, out)
-    counts: dict[str, int] = {label: 0 for label in LABELS}
-    counts.update(outcome=0, bias=0)
-    for item in items:
-        counts[item.label] += 1
-        counts[item.source] += 1
-    return target, counts
-
-
 __all__ = [
     "DEFAULT_STRATEGIES",
     "LABELS",
@@ -295,7 +222,6 @@ __all__ = [
     "LabelledQuestion",
     "auto_label",
     "bias_label",
-    "collect_labels",
     "is_correct",
     "label_from_runs",
     "read_labelled",

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import InputError, ModelNotAvailable
+from ...models.packaged import PACKAGED_EMBEDDINGS, packaged_embedding_path
 from ...optional import LazyModule
 from .base import write_meta
 from .labels import LABELS
@@ -67,8 +68,6 @@ def validate_training_data(pairs: Sequence[tuple[str, str]]) -> dict[str, int]:
 
 def resolve_backbone(backbone: str) -> Path:
     """A packaged embedding name (``all-minilm-l6-v2``) or a local model directory."""
-    from ...models.packaged import PACKAGED_EMBEDDINGS, packaged_embedding_path
-
     if backbone in PACKAGED_EMBEDDINGS:
         return packaged_embedding_path(backbone)
     path = Path(backbone).expanduser()

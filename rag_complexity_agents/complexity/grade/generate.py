@@ -49,9 +49,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path as FsPath
 from typing import TYPE_CHECKING, Any
 
+from ...components import Components
 from ...config import Config
-from ...corpus.documents import Document
+from ...corpus.documents import Document, iter_documents
 from ...errors import InputError
+from ...models.cache import LLMCallCache, open_llm_cache
 from ...text import normalize_answer
 from . import prompts
 from .claims import consistent_claims, write_claims
@@ -68,7 +70,6 @@ from .triples import extract_triples
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
-    from ...eval.cache import LLMCallCache
     from ...models.embeddings import SentenceTransformerEmbedder
 
 ProgressFn = Callable[[str], None]
@@ -102,8 +103,6 @@ class GradeGenerator:
         progress: ProgressFn | None = None,
     ) -> GradeGenerator:
         """The pipeline over the configured chat model and embedder."""
-        from ...components import Components
-
         components = Components(config)
         return cls(
             config, components.chat, components.local_embedder(), cache=cache, progress=progress
@@ -269,9 +268,6 @@ def generate_file(
     LLM steps are cached in the harness's LLM cache (``eval.llm_cache_path``) unless
     ``cache`` is False, so an interrupted run resumes.
     """
-    from ...corpus.documents import iter_documents
-    from ...eval.harness import open_llm_cache
-
     documents = list(iter_documents(docs))
     if limit_docs is not None:
         documents = documents[:limit_docs]

@@ -1,7 +1,7 @@
 """The LLM calls of GRADE's pipeline: greedy replies and Yes/No judgements, cached per step.
 
 Every call goes through :func:`~rag_complexity_agents.models.calls.call_chat` and, when a
-cache is given, through :meth:`~rag_complexity_agents.eval.cache.LLMCallCache.memo` (keyed
+cache is given, through :meth:`~rag_complexity_agents.models.cache.LLMCallCache.memo` (keyed
 by step, prompt, parameters and model identity), so an interrupted run resumes where it
 stopped. Failures are counted, never raised, except a missing model or a model server that
 is down, which no retry can fix.
@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ModelCallError, ModelNotAvailable, ModelServerError
+from ...models.cache import LLMCallCache, model_identity
 from ...models.calls import call_chat
 from ...models.structured import StructuredOutput, ask_yes_no
 from .prompts import Messages
@@ -23,7 +24,6 @@ from .prompts import Messages
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
-    from ...eval.cache import LLMCallCache
 
 #: Errors that end the run: a missing model or a model server that is down.
 FATAL = (ModelNotAvailable, ModelServerError)
@@ -46,8 +46,6 @@ class StepLLM:
 
     def _key(self, step: str, messages: Messages, **params: Any) -> str:
         if self._identity is None:
-            from ...eval.cache import model_identity
-
             self._identity = json.dumps(model_identity(self.chat), sort_keys=True, default=str)
         payload = json.dumps([step, messages, params, self._identity], ensure_ascii=False)
         return "grade:" + hashlib.sha256(payload.encode("utf-8")).hexdigest()

@@ -2,7 +2,8 @@
 
 A run file (``rca eval run``) has one line per question with its id, hop count and answer
 metrics; the supporting paragraphs come from the dataset file the run was made on (MuSiQue,
-2WikiMultiHopQA, ... or a GRADE-generated ``qa.jsonl``). D_r is computed with the packaged
+2WikiMultiHopQA, ... or a GRADE-generated ``qa.jsonl``), read by
+:mod:`rag_complexity_agents.eval.grade`. D_r is computed with the packaged
 MiniLM encoder: the cosine of the question with each supporting paragraph (``title\\ntext``,
 as indexed by the pooled corpus), aggregated as configured (``grade.aggregation``).
 
@@ -47,24 +48,6 @@ class Support:
     question: str
     hops: int | None
     texts: tuple[str, ...]
-
-
-def supports_from_dataset(path: str | Path) -> dict[str, Support]:
-    """Question id → :class:`Support` from a dataset file of the shared schema."""
-    from ...eval.datasets import iter_records
-
-    out: dict[str, Support] = {}
-    for record in iter_records(path):
-        texts = tuple(
-            f"{p.title}\n{p.text}" if p.title else p.text
-            for p in record.paragraphs or ()
-            if p.is_supporting
-        )
-        hops = infer_hops(
-            hops=record.hops, question_id=record.id, decomposition=record.decomposition
-        )
-        out[record.id] = Support(record.question, hops, texts)
-    return out
 
 
 @dataclass(slots=True)
@@ -115,16 +98,6 @@ def difficulty_items(
         dr = retrieval_difficulty(sims, aggregation, p=p)
         items.append(DifficultyItem(id=qid, hops=hops, dr=dr, correct=correct))
     return MatrixInputs(items=items, skipped=skipped)
-
-
-def read_run_rows(path: str | Path) -> list[dict[str, Any]]:
-    """The lines of a harness run file (InputError when it has none)."""
-    from ...eval.runner import read_run
-
-    rows = read_run(path)
-    if not rows:
-        raise InputError(f"{path} has no answered questions")
-    return rows
 
 
 def run_dataset_name(rows: Sequence[Mapping[str, Any]]) -> str | None:
@@ -256,43 +229,7 @@ __all__ = [
     "difficulty_items",
     "difficulty_matrix",
     "matrix_markdown",
-    "read_run_rows",
     "run_dataset_name",
     "save_heatmap",
-    "supports_from_dataset",
     "write_report",
 ]
-
-
-def matrix_for_run(
-    run: str | Path,
-    *,
-    dataset: str | Path | None,
-    config: Any,
-    data_dir: str | Path | None = None,
-) -> tuple[DifficultyMatrix, MatrixInputs]:
-    """The difficulty matrix of one harness run file (``rca grade matrix``).
-
-    ``dataset`` is a dataset name or file; by default the run's own ``dataset`` field.
-    """
-    from ...eval.datasets import default_data_dir, resolve_dataset
-    from ...models.embeddings import load_embedder
-
-    rows = read_run_rows(run)
-    name = dataset or run_dataset_name(rows)
-    if name is None:
-        raise InputError(f"{run} mixes datasets or names none; pass --dataset")
-    directory = data_dir or config.eval.data_dir or default_data_dir()
-    supports = supports_from_dataset(resolve_dataset(name, directory))
-    embedder = load_embedder(config.models.embedding, batch_size=config.models.embed_batch_size)
-    grade = config.grade
-    inputs = difficulty_items(
-        rows, supports, embedder, aggregation=grade.aggregation, p=grade.p, metric=grade.metric
-    )
-    if not inputs.items:
-        raise InputError(f"no question of {run} has hops, supporting paragraphs and a metric")
-    matrix = difficulty_matrix(inputs.items, n_bins=grade.n_dr_bins)
-    matrix.extra["skipped"] = inputs.skipped
-    matrix.extra["metric"] = grade.metric
-    matrix.extra["aggregation"] = grade.aggregation
-    return matrix, inputs

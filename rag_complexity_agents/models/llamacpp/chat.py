@@ -37,6 +37,7 @@ from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import InputError
+from ..schemas import json_schema_of
 from .grammar import GrammarCheckedGreedy
 from .messages import MessagesInput, template_dicts, to_messages
 from .runtime import Runtime, RuntimeKey, get_runtime, is_loaded, runtime_key
@@ -339,8 +340,6 @@ class LlamaCppChatModel(BaseChatModel):
         a TypedDict or a function), decoded under the schema's grammar: the reply is always
         valid JSON of the schema's shape (a pydantic class's own validators still apply).
         ``method`` may be given ("json_schema", the only one) and is otherwise ignored."""
-        from ..schemas import json_schema_of
-
         method = kwargs.pop("method", "json_schema")
         kwargs.pop("strict", None)
         if kwargs:

@@ -1,4 +1,5 @@
-"""Chat messages: what callers may pass (:data:`MessagesInput`) and the chat-template dicts."""
+"""Chat messages: what callers may pass (:data:`MessagesInput`), a reply's text and the
+chat-template dicts."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from langchain_core.messages import (
     convert_to_messages,
 )
 
+from .tools import tool_call_text
+
 #: A string (one user turn) or a sequence of LangChain message-likes.
 MessagesInput = str | Sequence[BaseMessage | tuple[str, str] | dict[str, Any] | str]
 
@@ -25,6 +28,18 @@ def to_messages(messages: MessagesInput) -> list[BaseMessage]:
     if isinstance(messages, str):
         return [HumanMessage(content=messages)]
     return convert_to_messages(list(messages))
+
+
+def reply_text(message: Any) -> str:
+    """The text of a chat reply: a message, its content, or a list of content blocks."""
+    content = getattr(message, "content", message)
+    if isinstance(content, str):
+        return content
+    return "".join(
+        b if isinstance(b, str) else str(b.get("text", ""))
+        for b in content
+        if isinstance(b, str) or b.get("type", "text") == "text"
+    )
 
 
 def role_of(message: BaseMessage) -> str:
@@ -45,10 +60,6 @@ def role_of(message: BaseMessage) -> str:
 def template_dicts(messages: Sequence[BaseMessage]) -> list[dict[str, str]]:
     """``{"role", "content"}`` dicts for a GGUF chat template; content blocks become text and
     an assistant's tool calls the JSON lines it wrote them as (:mod:`.tools`)."""
-    # models.calls imports this package (for LlamaCppChatModel), so it is imported at use.
-    from ..calls import reply_text
-    from .tools import tool_call_text
-
     dicts = []
     for message in messages:
         content = reply_text(message)

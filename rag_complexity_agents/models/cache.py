@@ -50,6 +50,7 @@ from langchain_core.messages import (
 )
 from langchain_core.outputs import ChatGeneration, Generation
 
+from ..config import Config
 from ..errors import RCAError
 
 _SCHEMA = """
@@ -407,6 +408,14 @@ def with_llm_cache(chat: BaseChatModel, cache: LLMCallCache | None) -> BaseChatM
     return cls(**values, cache=cache)
 
 
+def open_llm_cache(config: Config) -> LLMCallCache | None:
+    """The configured on-disk LLM call cache (None when ``eval.llm_cache`` is off)."""
+    if not config.eval.llm_cache:
+        return None
+    path = config.eval.llm_cache_path or (config.models.home / "llm_cache.sqlite")
+    return LLMCallCache(path)
+
+
 def is_cached(chat: object) -> bool:
     """Whether ``chat`` came from :func:`with_llm_cache`."""
     return isinstance(chat, _CacheKeyMixin) and isinstance(
@@ -422,5 +431,6 @@ __all__ = [
     "call_stats",
     "is_cached",
     "model_identity",
+    "open_llm_cache",
     "with_llm_cache",
 ]

@@ -1,8 +1,0 @@
-"""LangGraph Studio entry: IRCoT + NAR + ASU + MER (full SUNAR).
-
-Defaults: demo collection, packaged chat model, CPU profile (RCA_* variables apply).
-"""
-
-from rag_complexity_agents.agents.registry import studio_graph
-
-graph = studio_graph("ircot_sunar_mer")

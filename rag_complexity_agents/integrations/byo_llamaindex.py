@@ -1,0 +1,133 @@
+"""Bring your own LlamaIndex store: a retriever or an index (e.g. ``VectorStoreIndex``) as the
+first stage of NAR and of the loops.
+
+:func:`from_llamaindex` returns
+:class:`~rag_complexity_agents.integrations.external.ByoComponents` over the index's nodes (how
+they become a corpus and its graph: see :mod:`~rag_complexity_agents.integrations.external`).
+The helpers turn nodes into chunks (:func:`chunk_from_llamaindex`), list an index's nodes and
+vectors and search it (:func:`llamaindex_search`). LlamaIndex is imported only when a store is
+wrapped.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import Config
+from ..errors import InputError
+from ..types import Chunk
+from .external import (
+    ByoComponents,
+    NeighbourMode,
+    SearchFn,
+    build_components,
+    make_chunk,
+    plain_metadata,
+)
+from .neighbours import LlamaIndexSource
+
+__all__ = ["chunk_from_llamaindex", "from_llamaindex", "llamaindex_search"]
+
+
+def chunk_from_llamaindex(node: Any) -> Chunk:
+    """A LlamaIndex node (or ``NodeWithScore``) as a Chunk (id: ``node_id``)."""
+    node = getattr(node, "node", node)
+    text = node.get_content() if hasattr(node, "get_content") else str(getattr(node, "text", ""))
+    meta = plain_metadata(getattr(node, "metadata", None))
+    ref = getattr(node, "ref_doc_id", None)
+    if ref:
+        meta.setdefault("doc_id", ref)
+    return make_chunk(text, id=getattr(node, "node_id", None), metadata=meta)
+
+
+def _llamaindex_listing(source: Any) -> tuple[list[Chunk], np.ndarray | None]:
+    index = source if hasattr(source, "as_retriever") else getattr(source, "_index", None)
+    docstore = getattr(index, "docstore", None) or getattr(source, "_docstore", None)
+    docs = getattr(docstore, "docs", None)
+    if not docs:
+        return [], None
+    chunks = [chunk_from_llamaindex(node) for node in docs.values()]
+    data = getattr(getattr(index, "vector_store", None), "data", None)
+    table = getattr(data, "embedding_dict", None)
+    if isinstance(table, dict) and all(c.id in table for c in chunks):
+        return chunks, np.asarray([table[c.id] for c in chunks], dtype=np.float32)
+    return chunks, None
+
+
+def llamaindex_search(source: Any) -> SearchFn:
+    """A search function over a LlamaIndex retriever or index."""
+    from llama_index.core.base.base_retriever import BaseRetriever
+
+    if hasattr(source, "as_retriever"):
+
+        def search_index(query: str, k: int) -> list[tuple[Chunk, float | None]]:
+            found = source.as_retriever(similarity_top_k=k).retrieve(query)
+            return [(chunk_from_llamaindex(n), n.score) for n in found]
+
+        return search_index
+    if isinstance(source, BaseRetriever):
+        lock = threading.Lock()
+
+        def search_retriever(query: str, k: int) -> list[tuple[Chunk, float | None]]:
+            with lock:
+                if hasattr(source, "_similarity_top_k"):
+                    source._similarity_top_k = k
+                found = source.retrieve(query)
+            return [(chunk_from_llamaindex(n), n.score) for n in found][:k]
+
+        return search_retriever
+    raise InputError(f"expected a LlamaIndex retriever or index, got {type(source).__name__}")
+
+
+def from_llamaindex(
+    source: Any,
+    *,
+    nodes: Sequence[Any] | None = None,
+    config: Config | None = None,
+    use_store_vectors: bool = True,
+    neighbours: NeighbourMode = "graph",
+    neighbour_cache: str | Path | None = None,
+    cache_key: str | None = None,
+    embeddings: Any = None,
+) -> ByoComponents:
+    """Components whose first stage is a LlamaIndex retriever or index (e.g.
+    ``VectorStoreIndex``). ``nodes`` are all its nodes; without them they are read from the
+    index's docstore. ``neighbours="on_demand"`` (an index only) asks its vector store for
+    neighbours instead of building the graph; ``neighbour_cache``/``cache_key`` as in
+    :func:`~rag_complexity_agents.integrations.byo_langchain.from_langchain`. ``embeddings``
+    (a LlamaIndex ``BaseEmbedding`` such as the index's ``embed_model``, or a LangChain
+    ``Embeddings``) replace ``models.embedding``."""
+    if neighbours == "on_demand":
+        if not hasattr(source, "vector_store"):
+            raise InputError(
+                f"on-demand neighbours need a LlamaIndex index, got {type(source).__name__}"
+            )
+        return build_components(
+            llamaindex_search(source),
+            [],
+            None,
+            config=config,
+            use_store_vectors=use_store_vectors,
+            name=f"llamaindex:{type(source).__name__}",
+            source=LlamaIndexSource(source, chunk_from_llamaindex, key=cache_key),
+            neighbour_cache=neighbour_cache,
+            embeddings=embeddings,
+        )
+    if nodes is not None:
+        listed, vectors = [chunk_from_llamaindex(n) for n in nodes], None
+    else:
+        listed, vectors = _llamaindex_listing(source)
+    return build_components(
+        llamaindex_search(source),
+        listed,
+        vectors,
+        config=config,
+        use_store_vectors=use_store_vectors,
+        name=f"llamaindex:{type(source).__name__}",
+        embeddings=embeddings,
+    )
