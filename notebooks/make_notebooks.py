@@ -79,10 +79,10 @@ for doc in nar.retrieve("Where was the director of Spirited Away born?", 5):
     (
         "code",
         """\
-from rag_complexity_agents.agents.registry import build_preset
+from rag_complexity_agents.agents.registry import build_pipeline
 from rag_complexity_agents.agents.run import run_graph
 
-graph = build_preset("self_ask_sunar_mer", config)
+graph = build_pipeline("self_ask_sunar_mer", config)
 result = run_graph(
     graph,
     "Who directed Spirited Away?",
@@ -156,10 +156,10 @@ print(rag.invoke("Who directed Spirited Away?"))
         """\
 from rag_complexity_agents.integrations.langchain import as_runnable, as_tool
 
-answer_chain = as_runnable("single_step_graph", config, output="answer")  # an LCEL Runnable
+answer_chain = as_runnable("single_step", config, output="answer")  # an LCEL Runnable
 print(answer_chain.name, "->", answer_chain.invoke("Who founded Studio Ghibli?"))
 
-tool = as_tool("single_step_graph", config)
+tool = as_tool("single_step", config)
 print(tool.name, "|", tool.description[:60], "...")
 # an agent calls it as {"type": "tool_call", "name": tool.name, "args": {"question": ...}};
 # the ToolMessage content is the answer and its artifact the trace
@@ -226,7 +226,7 @@ print(response, [n.node.metadata["title"] for n in response.source_nodes])
         """\
 from llama_index.core.tools import QueryEngineTool
 
-graph_engine = RCAQueryEngine.from_defaults("single_step_graph", config)
+graph_engine = RCAQueryEngine.from_defaults("single_step", config)
 response = graph_engine.query("Who founded Studio Ghibli?")
 print(response.response, "| loop:", response.metadata["trace"]["loop"])
 tool = QueryEngineTool.from_defaults(graph_engine, name="complex_qa",
@@ -417,13 +417,16 @@ print("before:", app.invoke(question))
         "## The upgrade: three changed lines\n\n"
         "`create_rag_agent` takes the same chat model, embeddings and vector store and returns "
         "a compiled LangGraph graph, itself a runnable. The knobs (b, c, m, max_steps) are kept "
-        "small for a CPU.",
+        "small for a CPU. Without `pipeline` it builds the pipeline measured best in "
+        "`benchmarks/results/end_to_end.md` (plan-and-execute over first-stage retrieval); here "
+        "it names the paper's full SUNAR.",
     ),
     (
         "code",
         """\
 from rag_complexity_agents import create_rag_agent
-agent = create_rag_agent(chat, embeddings=embeddings, vectorstore=vectorstore, b=2, c=4, m=2, max_steps=2)
+agent = create_rag_agent(chat, pipeline="self_ask_sunar_mer", embeddings=embeddings, vectorstore=vectorstore,
+                         b=2, c=4, m=2, max_steps=2)
 app = {"question": RunnablePassthrough()} | agent | (lambda state: state["answer"])
 print("upgraded:", app.invoke(question))
 """,

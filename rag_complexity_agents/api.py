@@ -81,7 +81,10 @@ def create_rag_agent(
     )
     if chosen.router:
         config = parts.config.with_overrides(overrides_of(given))
-        return build_adaptive_router(config, components=derive_components(parts, config))
+        router: CompiledStateGraph[Any, Any, Any, Any] = build_adaptive_router(
+            config, components=derive_components(parts, config)
+        )
+        return router
     return build_pipeline(
         chosen,
         parts.config,

@@ -508,7 +508,7 @@ def test_per_run_knobs_via_configurable_and_context(parts: Components) -> None:
 def test_unknown_options_fail_clearly(parts: Components) -> None:
     from rag_complexity_agents.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="knob retrieval.*'sunar'.*got 'magic'"):
+    with pytest.raises(ConfigError, match=r"knob retrieval.*'sunar'.*got 'magic'"):
         run(parts, "self_ask", spirited(), options={"retrieval": "magic"})
     with pytest.raises(ConfigError, match="unknown pipeline"):
         build_pipeline("tree_of_thought")

@@ -49,10 +49,13 @@ def no_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (("ask", "Who wrote Emma?", "-c", "nothere"), "collection 'nothere' does not exist"),
         (
             ("ask", "Who wrote Emma?", "--retrieval", "bogus"),
-            "agents.retrieval: Input should be 'none', 'first_stage', 'rerank', 'nar' or 'sunar' "
+            "knob retrieval: Input should be 'none', 'first_stage', 'rerank', 'nar' or 'sunar' "
             "(got 'bogus')",
         ),
-        (("ask", "Who?", "--set", "nar.b=0"), "nar.b: NAR batch size b must be at least 1"),
+        (
+            ("ask", "Who?", "--set", "nar.b=0"),
+            "nar.b: Input should be greater than or equal to 1 (got 0)",
+        ),
         (("ask", "Who?", "--set", "corpus.chunk_size=x"), "corpus.chunk_size: Input should be"),
     ],
 )

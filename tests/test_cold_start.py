@@ -104,7 +104,8 @@ chat = ScriptedChat(script=Script(
     mer="[Reasoning]: Bezos founded Amazon.\\n[Final Answer]: Princeton University",
 ))
 Components.chat = property(lambda self: chat)
-app(["ask", "--json", "From which university did the founder of Amazon graduate?"],
+app(["ask", "--json", "--pipeline", "self_ask_sunar_mer",
+     "From which university did the founder of Amazon graduate?"],
     standalone_mode=False)
 print(json.dumps(sorted(m for m in json.loads(sys.argv[2]) if m in sys.modules)))
 """
@@ -113,8 +114,9 @@ print(json.dumps(sorted(m for m in json.loads(sys.argv[2]) if m in sys.modules))
 def test_rca_ask_does_not_import_sentence_transformers(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    """The whole default ``rca ask`` path (Self-Ask + SUNAR with ASU + MER; dense and hybrid
-    first stage, bi-encoder scores, embedding equivalence) in a fresh process."""
+    """The whole ``rca ask`` path of the paper's pipeline (``--pipeline self_ask_sunar_mer``:
+    Self-Ask + SUNAR with ASU + MER; dense and hybrid first stage, bi-encoder scores,
+    embedding equivalence) in a fresh process."""
     home = demo_home(tmp_path_factory.getbasetemp())
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))

@@ -106,7 +106,7 @@ def test_asu_samples_mer_and_llm_judge_over_ollama(server: OllamaLike, tmp_path:
 
 
 def test_sunar_loop_over_ollama(server: OllamaLike, demo_home: Path) -> None:
-    from rag_complexity_agents.agents.registry import build_preset
+    from rag_complexity_agents.agents.registry import build_pipeline
     from rag_complexity_agents.agents.run import run_graph
 
     config = Config(
@@ -116,7 +116,7 @@ def test_sunar_loop_over_ollama(server: OllamaLike, demo_home: Path) -> None:
         models={"chat": "ollama:smollm2", "ollama_host": server.url},
     )
     before = len(_chats(server))
-    graph = build_preset("single_step_sunar", config)  # retrieval with m-sample ASU + answer
+    graph = build_pipeline("single_step_sunar", config)  # retrieval with m-sample ASU + answer
     result = run_graph(graph, "Who directed Spirited Away?", options={"b": 2, "c": 2, "m": 2})
     trace = result.trace
     assert isinstance(result.answer, str) and trace["retrieval"] == "sunar"

@@ -102,7 +102,7 @@ def test_served_graph_applies_allowed_knobs(parts: Components, served: None) -> 
     graph = _graph(parts)
     result = run_graph(graph, Q, options={"retrieval": "first_stage", "k": 2, "max_steps": 1})
     assert result.answer == "Japan" and result.trace["retrieval"] is not None
-    with pytest.raises(ConfigError, match="knob retrieval: .*got 'bogus'"):
+    with pytest.raises(ConfigError, match=r"knob retrieval: .*got 'bogus'"):
         run_graph(graph, Q, options={"retrieval": "bogus"})
     with pytest.raises(ConfigError, match=r"knob budget \(c\): .*got 10000"):
         run_graph(graph, Q, options={"c": 10_000})

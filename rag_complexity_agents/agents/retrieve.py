@@ -58,7 +58,8 @@ def _nar_summary(trace: Mapping[str, Any]) -> dict[str, Any]:
     nar = dict(trace.get("nar") or {})
     nar.pop("batches", None)
     keep = {k: v for k, v in trace.items() if k not in ("nar", "returned", "query")}
-    return plain({**keep, **({"nar": nar} if nar else {})})
+    summary: dict[str, Any] = plain({**keep, **({"nar": nar} if nar else {})})
+    return summary
 
 
 def carried_ids(state: AgentState, step: int) -> list[str]:

@@ -242,7 +242,9 @@ def _run_options() -> type:
             le=_bound(info, "le"),
         )
         fields[knob.name] = Annotated[_without_none(info.annotation), described]
-    return TypedDictX("RunOptions", fields, total=False)  # type: ignore[operator]
+    make: Any = TypedDictX  # the functional form, with fields read from the knob table
+    options: type = make("RunOptions", fields, total=False)
+    return options
 
 
 def _without_none(annotation: Any) -> Any:
@@ -285,7 +287,7 @@ def plain(value: Any) -> Any:
 
 def doc_record(doc: ScoredDoc, *, max_chars: int) -> DocRecord:
     """A ScoredDoc as state data, its text cut to ``max_chars``."""
-    record = plain(doc.to_trace())
+    record = cast(DocRecord, plain(doc.to_trace()))
     text = doc.chunk.text
     record["text"] = text if len(text) <= max_chars else text[:max_chars] + " …"
     return record

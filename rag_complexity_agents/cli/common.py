@@ -58,13 +58,13 @@ def quiet_libraries() -> None:
 
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     if "huggingface_hub" in sys.modules:
-        from huggingface_hub.utils import disable_progress_bars
+        from huggingface_hub.utils.tqdm import disable_progress_bars
 
         disable_progress_bars()
     if "transformers" in sys.modules:
         from transformers.utils import logging as transformers_logging
 
-        transformers_logging.disable_progress_bar()
+        transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
 
 def parse_set(pairs: list[str] | None) -> dict[str, Any]:

@@ -252,7 +252,8 @@ class CrossEncoderAnswerEvaluator:
             probs = np.exp(raw) / np.exp(raw).sum(axis=1, keepdims=True)
             labels = {int(k): str(v).lower() for k, v in self.model.config.id2label.items()}
             index = next((k for k, v in labels.items() if v.startswith("entail")), -1)
-            return probs[:, index]
+            column: np.ndarray = probs[:, index]
+            return column
         if raw.min() < 0.0 or raw.max() > 1.0:
             raw = 1.0 / (1.0 + np.exp(-raw))
         return raw

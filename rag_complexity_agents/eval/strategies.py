@@ -27,6 +27,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 from dataclasses import dataclass
+from typing import cast
 
 from ..agents.registry import build_pipeline
 from ..agents.run import run_graph
@@ -97,7 +98,7 @@ def _import_builder(path: str) -> StrategyBuilder:
     builder = getattr(module, attr, None)
     if not callable(builder):
         raise ConfigError(f"{path!r}: {module_name} has no callable {attr!r}")
-    return builder
+    return cast(StrategyBuilder, builder)
 
 
 def get_strategy_spec(name: str) -> StrategySpec:

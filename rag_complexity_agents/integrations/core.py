@@ -50,7 +50,7 @@ def check_k(k: Any) -> int:
         raise InputError(f"k must be a positive integer, got {k!r}")
     if k < 1:
         raise InputError(f"k must be at least 1, got {k}; ask for one document or more")
-    return k
+    return int(k)
 
 
 def check_query(query: Any) -> str:

@@ -77,7 +77,10 @@ class SentenceTransformerEmbedder:
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         st = require("sentence_transformers", "the sentence-transformers embedder")
         try:
-            return st.SentenceTransformer(str(self.path), device=self.device, local_files_only=True)
+            model: SentenceTransformer = st.SentenceTransformer(
+                str(self.path), device=self.device, local_files_only=True
+            )
+            return model
         except Exception as exc:  # the library raises many types for a bad directory
             raise ModelNotAvailable(
                 f"could not load the sentence-transformers model at {self.path}: {exc}"
@@ -155,7 +158,7 @@ class SentenceTransformerEmbedder:
             self._queries[text] = vector
             while len(self._queries) > self.QUERY_CACHE_SIZE:
                 self._queries.popitem(last=False)
-        return vector
+        return cast(np.ndarray, vector)
 
 
 @contextmanager
@@ -237,8 +240,10 @@ class ExternalEmbedder:
     def encode_query(self, text: str) -> np.ndarray:
         """The query vector the way the model embeds queries (some models prefix them)."""
         if hasattr(self.embeddings, "embed_query"):
-            return self._rows([self.embeddings.embed_query(text)])[0]
-        return self._rows([self.embeddings.get_query_embedding(text)])[0]
+            vector = self.embeddings.embed_query(text)
+        else:
+            vector = self.embeddings.get_query_embedding(text)
+        return cast(np.ndarray, self._rows([vector])[0])
 
     def count_tokens(self, text: str) -> int:
         return len(self.token_offsets(text))

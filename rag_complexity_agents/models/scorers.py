@@ -47,7 +47,8 @@ class BiEncoderScorer:
             doc_vectors = self.vector_lookup([doc.id for doc in docs])
         else:
             doc_vectors = self.embedder.encode([doc.text for doc in docs])
-        return np.asarray(doc_vectors, dtype=np.float32) @ query_vector
+        scores: np.ndarray = np.asarray(doc_vectors, dtype=np.float32) @ query_vector
+        return scores
 
 
 class SpladeScorer:
@@ -111,7 +112,8 @@ class SpladeScorer:
                     self._doc_cache[doc.id] = vector
             doc_matrix = np.stack([self._doc_cache[doc.id] for doc in docs])
             query_vector = self.encode([query])[0]
-        return doc_matrix @ query_vector
+        scores: np.ndarray = doc_matrix @ query_vector
+        return scores
 
 
 class CrossEncoderScorer:

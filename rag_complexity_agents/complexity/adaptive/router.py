@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from langgraph.graph import END, START, StateGraph
 
@@ -125,12 +125,12 @@ def build_router_graph(
     def get_classifier() -> ComplexityClassifier:
         if "classifier" not in cache:
             cache["classifier"] = classifier() if lazy else classifier  # type: ignore[operator]
-        return cache["classifier"]
+        return cast(ComplexityClassifier, cache["classifier"])
 
     def get_strategy(label: str) -> StrategyFn:
         if label not in cache:
             cache[label] = strategies[label]() if lazy else strategies[label]  # type: ignore[call-arg]
-        return cache[label]
+        return cast(StrategyFn, cache[label])
 
     def classify(state: RouterState) -> RouterState:
         question = str(state.get("question") or "").strip()

@@ -83,7 +83,8 @@ def assign_clusters(vectors: torch.Tensor, centroids: torch.Tensor) -> np.ndarra
 
 
 def _unit(rows: torch.Tensor) -> torch.Tensor:
-    return rows / rows.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    unit: torch.Tensor = rows / rows.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    return unit
 
 
 def spherical_kmeans(

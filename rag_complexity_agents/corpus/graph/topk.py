@@ -147,7 +147,8 @@ def _top_values(x: torch.Tensor, m: int) -> tuple[torch.Tensor, torch.Tensor]:
         return x.gather(1, cols), cols
     n_chunks = width // chunk
     main = n_chunks * chunk
-    group_max = x[:, :main].unflatten(1, (n_chunks, GROUP, SPAN)).amax(dim=2).flatten(1)
+    grouped = x[:, :main].unflatten(1, (n_chunks, GROUP, SPAN))  # type: ignore[no-untyped-call]
+    group_max = grouped.amax(dim=2).flatten(1)
     _, groups = _top_values(group_max, m)
     first = torch.div(groups, SPAN, rounding_mode="floor") * chunk + groups % SPAN
     cols = (first.unsqueeze(2) + torch.arange(GROUP) * SPAN).flatten(1)

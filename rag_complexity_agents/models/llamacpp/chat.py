@@ -167,7 +167,7 @@ class LlamaCppChatModel(BaseChatModel):
             check = GrammarCheckedGreedy(runtime.llama, grammar, len(tokens))
             constraint["logits_processor"] = LogitsProcessorList([check])
         elif grammar is not None:
-            from llama_cpp import LlamaGrammar
+            from llama_cpp.llama_grammar import LlamaGrammar
 
             constraint["grammar"] = LlamaGrammar.from_string(grammar, verbose=False)
         result = runtime.llama.create_completion(

@@ -142,7 +142,7 @@ class Runtime:
             llama.n_tokens = keep
         else:
             keep = 0
-            llama.reset()
+            llama.reset()  # type: ignore[no-untyped-call]
         for start in range(keep, target, BLOCK):
             llama.eval(tokens[start : min(start + BLOCK, target)])
         self.canon = (target // BLOCK) * BLOCK
@@ -176,7 +176,7 @@ class Runtime:
         self.states.entries.move_to_end(key)
         llama = self.llama
         if llama_state_set_data(llama._ctx.ctx, entry.data, entry.n_bytes) != entry.n_bytes:
-            llama.reset()  # unknown state: start from scratch
+            llama.reset()  # type: ignore[no-untyped-call]  # unknown state: start over
             self.canon = self.primed = 0
             return False
         n = len(entry.tokens)

@@ -31,7 +31,7 @@ def _grammar(schema_json: str) -> str:
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     grammar = json_schema_to_gbnf(schema_json)
-    return grammar.replace(f"char ::= {_STRING_CHAR}", f"char ::= {_STRICT_CHAR}", 1)
+    return str(grammar).replace(f"char ::= {_STRING_CHAR}", f"char ::= {_STRICT_CHAR}", 1)
 
 
 def grammar_text(schema: Mapping[str, Any]) -> str:
