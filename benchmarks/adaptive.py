@@ -12,8 +12,9 @@ Part (ii), routing: a mixed sample of ``--per-side`` single-hop questions (SQuAD
 its gold paragraph; one question per article, evenly spaced) and ``--per-side`` multi-hop
 questions (MuSiQue, 2WikiMultiHopQA, HotpotQA distractor, evenly spaced, a third each). The
 corpus is the pooled paragraphs of the sampled questions. A = ``no_retrieval``, B =
-``single_step``, C = ``--c-strategy`` (default ``plan_execute``, the end-to-end benchmark's
-best loop: sub-questions planned first, first-stage retrieval, no MER; agents' CPU profile)
+``single_step``, C = ``--c-strategy`` (default: the default pipeline ``plan_execute``, the
+end-to-end benchmark's best: sub-questions planned first, first-stage retrieval, no MER; the
+cpu preset)
 each run through the evaluation harness over the whole sample (resumable run files, on-disk
 LLM cache). The adaptive and oracle rows are then *computed*
 from those per-question results, without running anything again:
@@ -54,6 +55,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 from _common import ANALYSIS_END, ANALYSIS_START, REPO, machine, read_analysis
 
 from rag_complexity_agents.config import Config, default_home
+from rag_complexity_agents.config.pipelines import DEFAULT_PIPELINE, PIPELINES
 from rag_complexity_agents.corpus.store import CorpusStore
 from rag_complexity_agents.errors import RCAError
 from rag_complexity_agents.eval.datasets import (
@@ -64,7 +66,7 @@ from rag_complexity_agents.eval.datasets import (
 )
 from rag_complexity_agents.eval.harness import evaluate
 from rag_complexity_agents.eval.runner import read_run
-from rag_complexity_agents.eval.strategies import AGENT_STRATEGIES, EvalComponents
+from rag_complexity_agents.eval.strategies import EvalComponents
 from rag_complexity_agents.models.cache import LLMCallCache, open_llm_cache
 
 SINGLE_HOP_FILES = {"squad": "squad", "nq_open": "nq_open", "triviaqa": "triviaqa"}
@@ -199,7 +201,7 @@ def make_config(args: argparse.Namespace) -> Config:
             overrides[key] = json.loads(raw)
         except json.JSONDecodeError:
             overrides[key] = raw
-    return Config().with_overrides(overrides)
+    return Config.from_env().with_overrides(overrides)
 
 
 def run_strategies(
@@ -309,7 +311,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--data", default=str(REPO / ".." / "shared" / "data"))
     parser.add_argument("--model", default="llamacpp:qwen2.5-0.5b", help="chat model spec")
     parser.add_argument("--per-side", type=int, default=30, help="single-hop (= multi-hop) n")
-    parser.add_argument("--c-strategy", default="plan_execute", help="harness strategy for C")
+    parser.add_argument("--c-strategy", default=DEFAULT_PIPELINE, help="harness strategy for C")
     parser.add_argument("--clf-per-dataset", type=int, default=150)
     parser.add_argument("--test-share", type=float, default=0.3)
     parser.add_argument("--llm-test", type=int, default=60, help="test questions for the LLM")
@@ -533,7 +535,6 @@ def routing_part(
 ) -> dict[str, Any]:
     from rag_complexity_agents.complexity.adaptive.labels import label_from_runs
     from rag_complexity_agents.complexity.adaptive.router import decide_route
-    from rag_complexity_agents.profiles import apply_profile
 
     ids = [r.id for r in records if all(r.id in runs[route] for route in ROUTES)]
     missing = len(records) - len(ids)
@@ -581,7 +582,7 @@ def routing_part(
         for source in ("outcome", "bias")
     }
     by_side["oracle"] = per_side(oracle_routes, runs, ids)
-    c_config = apply_profile(config).model_dump(mode="json")
+    c_config = config.model_dump(mode="json")
     c_settings = {
         "retrieval.first_stage_k": c_config["retrieval"]["first_stage_k"],
         "nar.b": c_config["nar"]["b"],
@@ -630,6 +631,12 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value * 100:.1f}"
 
 
+def _description(strategy: str) -> str:
+    """What a pipeline strategy is (its registry description), else its name."""
+    pipeline = PIPELINES.get(strategy)
+    return pipeline.description if pipeline is not None else strategy
+
+
 def render_markdown(result: dict[str, Any], analysis: str) -> str:
     lines = [
         "# Adaptive-RAG benchmark: complexity classifier and router",
@@ -674,7 +681,7 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
             + "; corpus = their pooled paragraphs "
             f"({result['corpus']['distinct_paragraphs']} distinct). A = `{strategies['A']}`, "
             f"B = `{strategies['B']}`, **C = `{strategies['C']}` "
-            f"({AGENT_STRATEGIES.get(strategies['C'], strategies['C'])}; agents' CPU profile: "
+            f"({_description(strategies['C'])}; the cpu preset: "
             f"{settings})**.",
             "",
             *(

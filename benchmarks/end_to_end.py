@@ -82,12 +82,10 @@ from rag_complexity_agents.eval.metrics import Estimate, cover_em
 from rag_complexity_agents.eval.report import paired_delta, summarize
 from rag_complexity_agents.eval.runner import read_run
 from rag_complexity_agents.eval.strategies import (
-    AGENT_STRATEGIES,
     EvalComponents,
     available_strategies,
 )
 from rag_complexity_agents.models.cache import open_llm_cache
-from rag_complexity_agents.profiles import apply_profile
 
 #: Datasets of the plan (a dataset file's short name or a subset name).
 DATASETS: tuple[str, ...] = ("musique", "2wikimultihopqa_compositional")
@@ -188,10 +186,10 @@ def build_plan(
     return plan
 
 
-def settings_of(config: Config, keys: Sequence[str], *, loop: bool) -> dict[str, Any]:
-    """The values of ``keys`` the run used (loops see them through the agents' CPU profile)."""
+def settings_of(config: Config, keys: Sequence[str]) -> dict[str, Any]:
+    """The values of ``keys`` the run used."""
     flat: dict[str, Any] = {}
-    dumped = (apply_profile(config) if loop else config).model_dump(mode="json")
+    dumped = config.model_dump(mode="json")
     for key in keys:
         node: Any = dumped
         for part in key.split("."):
@@ -322,9 +320,7 @@ def result_row(planned: Planned, lines: list[dict[str, Any]], config: Config) ->
         "errors": summary.errors,
         "evidence": evidence,
         "cache_hit_rate": summary.cache_hit_rate,
-        "settings": settings_of(
-            config, planned.settings, loop=planned.strategy in AGENT_STRATEGIES
-        ),
+        "settings": settings_of(config, planned.settings),
     }
 
 
@@ -451,8 +447,8 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         lines += ["", f"Not run yet: {waiting}."]
     lines += [
         "",
-        "Settings per strategy (the loops' values come through the agents' `cpu` profile; "
-        "`--set` values of the command apply to every row):",
+        "Settings per strategy (the `cpu` preset; `--set` values of the command apply to "
+        "every row):",
         "",
         *_settings_lines(result["rows"]),
         *_first_hop_lines(result["rows"]),
@@ -565,7 +561,7 @@ def make_config(args: argparse.Namespace, model: str) -> Config:
             overrides[key] = json.loads(raw)
         except json.JSONDecodeError:
             overrides[key] = raw
-    return Config().with_overrides(overrides)
+    return Config.from_env().with_overrides(overrides)
 
 
 def _csv(value: str) -> list[str]:

@@ -5,10 +5,11 @@ Run from the repository root on an otherwise idle machine::
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python benchmarks/latency.py
 
 Options: ``--questions N`` (the demo question plus N - 1 demo-corpus questions; default 11),
-``--presets a,b`` (default: the eight below), ``--cold-presets a,b`` (which presets also get a
+``--presets a,b`` (pipeline names, :data:`~rag_complexity_agents.config.pipelines.PIPELINES`;
+default: the eight below), ``--cold-presets a,b`` (which presets also get a
 cold ``rca ask`` run; default all, ``none`` for none), ``--home DIR`` (a corpus home holding
 the ``demo`` collection; default: a temporary one, indexed first), ``--threads N|auto``
-(``models.n_threads`` of the warm runs; default: the cpu profile's, i.e. unset: the free
+(``models.n_threads`` of the warm runs; default: the cpu preset's, i.e. unset: the free
 cores), ``--tokens-only`` (only what does not depend on the load: the token and call counts
 per preset; no rates, floors, cold runs or cold-start profile; writes
 ``latency_tokens.{json,md}``, so it is informative on a busy machine). It measures:
@@ -282,13 +283,8 @@ def warm_runs(
 
 
 def ask_args(preset: str) -> list[str]:
-    """``rca ask`` options that run ``preset``."""
-    from rag_complexity_agents.agents.registry import PRESETS as GRAPH_PRESETS
-
-    if preset == "single_step":
-        return ["--loop", "single_step"]
-    p = GRAPH_PRESETS[preset]
-    return ["--loop", p.loop, "--retrieval", str(p.retrieval), "--mer" if p.mer else "--no-mer"]
+    """``rca ask`` options that run ``preset`` (a pipeline name)."""
+    return ["--pipeline", preset]
 
 
 def settle(target: float, limit_s: float) -> float:
@@ -340,8 +336,7 @@ from rag_complexity_agents.cli import app  # what `rca` imports
 step("import_s")
 from rag_complexity_agents.components import Components
 from rag_complexity_agents.config import Config
-from rag_complexity_agents.profiles import apply_profile
-parts = Components(apply_profile(Config()))
+parts = Components(Config.from_env())
 chat = parts.chat
 chat._runtime()
 step("model_load_s")
@@ -587,7 +582,7 @@ def main(argv: list[str] | None = None) -> None:
         "--threads",
         default=None,
         help="models.n_threads of the warm runs and rates: a number, "
-        "or 'auto' (free cores); default: the cpu profile's, unset = the free cores (cold "
+        "or 'auto' (free cores); default: the cpu preset's, unset = the free cores (cold "
         "runs always use it)",
     )
     ap.add_argument("--no-profile", action="store_true", help="skip the cold-start profile")
@@ -621,7 +616,6 @@ def main(argv: list[str] | None = None) -> None:
     from rag_complexity_agents.config import Config
     from rag_complexity_agents.eval.strategies import EvalComponents
     from rag_complexity_agents.models.llamacpp import loaded_runtimes
-    from rag_complexity_agents.profiles import apply_profile
 
     loads = [load_average()]  # before any work of the benchmark's own
     others = OtherLoad()
@@ -639,7 +633,7 @@ def main(argv: list[str] | None = None) -> None:
     overrides: dict[str, Any] = {}
     if args.threads is not None:
         overrides["models.n_threads"] = None if args.threads == "auto" else int(args.threads)
-    parts = EvalComponents(apply_profile(Config().with_overrides(overrides)), llm_cache=None)
+    parts = EvalComponents(Config.from_env().with_overrides(overrides), llm_cache=None)
     chat = parts.chat
     chat._runtime()  # model loaded
     parts.first_stage.search(DEMO_QUESTION, 5)  # collection open

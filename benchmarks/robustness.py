@@ -521,7 +521,7 @@ def _demo_collection(home: Path) -> Any:
     from rag_complexity_agents.corpus.documents import iter_documents
     from rag_complexity_agents.corpus.store import CorpusStore
 
-    cfg = Config(corpus={"home": home})
+    cfg = Config.from_env().with_overrides({"corpus.home": home})
     CorpusStore.open_or_create(cfg.collection, cfg).ingest(
         iter_documents(DEMO_CORPUS), progress=False
     )
@@ -529,7 +529,7 @@ def _demo_collection(home: Path) -> Any:
 
 
 #: The demo loop's knobs made smaller so that 50+ questions fit on two shared cores (the full
-#: cpu profile took ~260 s per question at load average 12): two sub-questions, NAR budget
+#: cpu preset took ~260 s per question at load average 12): two sub-questions, NAR budget
 #: 4 (two batches of b = 2), 2 ASU samples per batch. Every prompt is the demo loop's.
 ABSTENTION_KNOBS: dict[str, Any] = {"agents.max_steps": 2, "nar.c": 4, "asu.m": 2}
 
@@ -583,7 +583,7 @@ def abstention(
 
     from rag_complexity_agents.agents.abstain import AbstainMode
     from rag_complexity_agents.agents.answer import chosen_answer, final_answer
-    from rag_complexity_agents.agents.registry import build_preset
+    from rag_complexity_agents.agents.registry import build_pipeline
     from rag_complexity_agents.agents.run import run_config
     from rag_complexity_agents.config import Config
     from rag_complexity_agents.eval.strategies import EvalComponents
@@ -596,18 +596,19 @@ def abstention(
     rounds = itertools.zip_longest(*([(k, q) for q in qs] for k, qs in OUT_OF_CORPUS.items()))
     questions = [pair for group in rounds for pair in group if pair is not None][:limit]
     questions = [(kind, question) for kind, question in questions if question not in done]
-    cfg = Config().with_overrides(ABSTENTION_KNOBS)
+    cfg = Config.from_env().with_overrides(ABSTENTION_KNOBS)
     if questions:
         cfg = _demo_collection(tmp / "abstention-home").with_overrides(ABSTENTION_KNOBS)
         parts = EvalComponents(cfg, llm_cache=open_llm_cache(cfg))
-        graph = build_preset("self_ask_sunar_mer", cfg, components=parts)
+        graph = build_pipeline("self_ask_sunar_mer", cfg, components=parts)
     for kind, question in questions:
         started = time.perf_counter()
         state: dict[str, Any] = {"question": question}
-        stream = graph.stream(state, run_config(thread_id=uuid.uuid4().hex), stream_mode="values")
-        try:  # the final state (as run_graph, which returns only the answer and the trace)
-            for values in stream:
-                state = values
+        stream = graph.stream(state, run_config(thread_id=uuid.uuid4().hex), stream_mode="updates")
+        try:  # the final state: the nodes' updates (the graph's output is only the answer)
+            for update in stream:
+                for changes in update.values():
+                    state.update(changes or {})
         except GraphRecursionError:
             state["stop_reason"] = "recursion_limit"
         unchecked, unchecked_source = chosen_answer(state)

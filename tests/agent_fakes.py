@@ -30,9 +30,9 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field, ValidationError
 
-from rag_complexity_agents.agents import no_retrieval
 from rag_complexity_agents.agents.prompts import (
     cot,
+    no_retrieval,
     plan_execute,
     react,
     requery,
@@ -306,6 +306,7 @@ __all__ = [
     "KINDS",
     "USAGE",
     "Prompt",
+    "ReplyFn",
     "SamplingChat",
     "Script",
     "ScriptedChat",

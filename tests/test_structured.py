@@ -126,7 +126,9 @@ def test_text_fallback_counts_each_unreadable_reply_and_the_run_result_exposes_t
         "So the final answer is: Japan",
     ]
     _, store = lean_store()
-    agent = rca.create_rag_agent(ScriptedChat(script=script), pipeline="self_ask", vectorstore=store)
+    agent = rca.create_rag_agent(
+        ScriptedChat(script=script), pipeline="self_ask", vectorstore=store
+    )
     result = run_graph(agent, Q, options={"retrieval": "nar"})
     trace = result.trace
     assert result.answer == "Japan" and trace["format_errors"] == 1

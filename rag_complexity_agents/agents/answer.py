@@ -11,10 +11,10 @@ from ..models.calls import ChatReply
 from ..models.structured import record_format_failure
 from ..retrieval.mer import DEFAULT_EXEMPLARS, MetaEvidenceReasoner, collect_evidence
 from ..text import cover_em, normalize_answer
-from . import no_retrieval
 from .abstain import NOT_FOUND, AbstainMode, abstention
 from .context import NAR_STRATEGIES, AgentContext
 from .parsers import as_text
+from .prompts import no_retrieval
 from .prompts import single_step as single_step_prompt
 from .retrieve import UNANSWERED
 from .single_step import extract_short_answer

@@ -4,8 +4,9 @@
 * ``single_step`` — retrieve once, answer once (B), with any retrieval-node strategy;
 * ``cot`` — few-shot chain of thought over the retrieved passages.
 
-They reuse the prompts of :mod:`.no_retrieval` and :mod:`.single_step` (the plain-function
-versions used by the harness's ``no_retrieval`` / ``single_step`` strategies).
+They are the pipelines ``no_retrieval``, ``single_step`` and ``cot``, which the evaluation
+harness runs as its baselines; the answers use the prompts of :mod:`.prompts.single_step` and
+:mod:`.prompts.no_retrieval`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Ceiling strategies: what the reader and the retrieval can do when decomposition is given.
 
-All three use the single-step reader (same prompt, same ``answer.passage_chars`` cut, same
-``models.chat``), so the gap between them and a loop says where the loop loses its points:
+All three run the ``single_step`` pipeline, the graph of the single-step baseline (same
+prompt, same ``answer.passage_chars`` cut, same ``models.chat``), so the gap between them and
+a loop says where the loop loses its points:
 
 * ``gold_evidence`` (:class:`GoldEvidence`) — the reader given the question's gold supporting
   paragraphs only, in dataset order; no retrieval. The distance to 100% is the reader's loss.
@@ -26,12 +27,14 @@ covered) for the analysis of where a chain breaks.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
 from ..agents.plan_execute import substitute_answers
-from ..agents.single_step import answer_single_step
+from ..agents.registry import build_pipeline
+from ..agents.run import run_graph
 from ..errors import InputError
 from ..types import Chunk, RunResult, ScoredDoc
 from .base import EvalComponents, RecordStrategy
@@ -105,6 +108,21 @@ def gold_passages(record: QARecord) -> list[ScoredDoc]:
     return docs
 
 
+def single_step(
+    parts: EvalComponents, question: str, passages: Sequence[ScoredDoc] | None = None
+) -> RunResult:
+    """``question`` answered by the ``single_step`` pipeline; over ``passages`` (all of them)
+    instead of the first stage when given."""
+    knobs: dict[str, int] = {}
+    if passages is not None:
+        _ = parts.chat  # made once, before the copy shares it (with the harness's cache)
+        parts = copy.copy(parts)
+        parts.inject(first_stage=_GivenPassages(passages))
+        knobs["passages"] = len(passages)
+    graph = build_pipeline("single_step", parts.config, components=parts, knobs=knobs)
+    return run_graph(graph, question)
+
+
 def _format_failures(trace: dict[str, Any]) -> int:
     value = trace.get("format_failures")
     return int(value) if isinstance(value, int | float) else 0
@@ -120,13 +138,7 @@ class GoldEvidence(RecordStrategy):
         docs = gold_passages(record)
         if not docs:
             raise InputError(f"question {record.id} has no gold supporting paragraphs")
-        result = answer_single_step(
-            record.question,
-            _GivenPassages(docs),
-            self.parts.chat,
-            k=len(docs),
-            passage_chars=self.parts.config.answer.passage_chars,
-        )
+        result = single_step(self.parts, record.question, docs)
         trace = dict(result.trace)
         trace.update(
             strategy="gold_evidence",
@@ -163,13 +175,7 @@ class GoldDecomposition(RecordStrategy):
         failures = 0
         for step in steps:
             asked = as_question(substitute_answers(step.question, bridges))
-            result = answer_single_step(
-                asked,
-                self.parts.first_stage,
-                self.parts.chat,
-                k=self.parts.config.answer.passages,
-                passage_chars=self.parts.config.answer.passage_chars,
-            )
+            result = single_step(self.parts, asked)
             gold_bridge = self.bridges == "gold" and step.answers
             bridges.append(step.answers[0] if gold_bridge else result.answer)
             evidence.extend(result.trace.get("evidence") or [])
