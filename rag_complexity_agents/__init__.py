@@ -1,18 +1,24 @@
-"""rag_complexity_agents: SUNAR retrieval, decomposition loops (LangGraph), Adaptive-RAG,
-retrieval complexity and GRADE, as a drop-in for LangChain / LangGraph / LlamaIndex apps.
+"""rag_complexity_agents: complex-question answering for LangGraph, LangChain and LlamaIndex
+apps, made measurable: SUNAR retrieval, decomposition loops, Adaptive-RAG, retrieval
+complexity and GRADE.
 
-The public API (imported on first use, so ``import rag_complexity_agents`` stays cheap)::
+Everything a user imports is here (imported on first use, so ``import rag_complexity_agents``
+stays cheap); other modules are internal::
 
     from rag_complexity_agents import create_rag_agent
 
     agent = create_rag_agent(chat_model, embeddings=embeddings, vectorstore=vectorstore)
     agent.invoke({"question": "..."})["answer"]
 
-* :func:`create_rag_agent` — a compiled LangGraph graph over your objects;
-* :class:`SunarLangChainRetriever` / :class:`SunarLlamaIndexRetriever` — SUNAR as a LangChain
-  or LlamaIndex retriever (``from_defaults`` takes the same objects);
-* :class:`RCAQueryEngine` — a LlamaIndex query engine running a loop;
-* :class:`Config` — every knob; :class:`Components` — the objects a loop runs on.
+* :func:`create_rag_agent` — a compiled LangGraph graph of a registered pipeline
+  (:data:`PIPELINES`, default :data:`DEFAULT_PIPELINE`) over your objects; knobs
+  (:data:`KNOBS`) by name or paper symbol; :func:`rag_components` — the objects behind it;
+* :class:`SunarLangChainRetriever`, :func:`as_runnable`, :func:`as_tool` — LangChain;
+  :class:`SunarLlamaIndexRetriever`, :class:`RCAQueryEngine` — LlamaIndex;
+* :class:`Config` — every knob (``Config.preset("paper")``, ``Config.from_env()``);
+  :class:`Trace` — what a run's ``trace`` holds;
+* :func:`retrieval_complexity` — how hard a question is for retrieval (RRCP);
+* :class:`RCAError` and its subclasses :class:`ConfigError`, :class:`InputError`.
 """
 
 from __future__ import annotations
@@ -21,28 +27,56 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .agents.state import Trace
     from .api import create_rag_agent
+    from .complexity.rrcp import retrieval_complexity
     from .components import Components
     from .config import Config
-    from .integrations.langchain import SunarLangChainRetriever
+    from .config.knobs import KNOBS
+    from .config.pipelines import DEFAULT_PIPELINE, PIPELINES
+    from .errors import ConfigError, InputError, RCAError
+    from .integrations.core import rag_components
+    from .integrations.langchain import SunarLangChainRetriever, as_runnable, as_tool
     from .integrations.llamaindex import RCAQueryEngine, SunarLlamaIndexRetriever
 
 _EXPORTS: dict[str, str] = {
     "create_rag_agent": ".api",
-    "SunarLangChainRetriever": ".integrations.langchain",
-    "SunarLlamaIndexRetriever": ".integrations.llamaindex",
-    "RCAQueryEngine": ".integrations.llamaindex",
+    "rag_components": ".integrations.core",
+    "PIPELINES": ".config.pipelines",
+    "DEFAULT_PIPELINE": ".config.pipelines",
+    "KNOBS": ".config.knobs",
     "Config": ".config",
     "Components": ".components",
+    "Trace": ".agents.state",
+    "SunarLangChainRetriever": ".integrations.langchain",
+    "as_runnable": ".integrations.langchain",
+    "as_tool": ".integrations.langchain",
+    "SunarLlamaIndexRetriever": ".integrations.llamaindex",
+    "RCAQueryEngine": ".integrations.llamaindex",
+    "retrieval_complexity": ".complexity.rrcp",
+    "RCAError": ".errors",
+    "ConfigError": ".errors",
+    "InputError": ".errors",
 }
 
 __all__ = [
+    "DEFAULT_PIPELINE",
+    "KNOBS",
+    "PIPELINES",
     "Components",
     "Config",
+    "ConfigError",
+    "InputError",
+    "RCAError",
     "RCAQueryEngine",
     "SunarLangChainRetriever",
     "SunarLlamaIndexRetriever",
+    "Trace",
+    "as_runnable",
+    "as_tool",
     "create_rag_agent",
+    "rag_components",
+    "retrieval_complexity",
 ]
 
 

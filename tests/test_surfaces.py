@@ -144,3 +144,11 @@ def test_invoke_returns_the_output_schema() -> None:
     assert set(out) == {"answer", "sources", "trace"}
     assert out["trace"]["options"]["passages"] == 2
     assert all(source["text"] for source in out["sources"])
+
+
+def test_the_public_surface_is_the_top_level_package() -> None:
+    import rag_complexity_agents as package
+
+    assert sorted(package.__all__) == sorted(package._EXPORTS)
+    for name in package.__all__:
+        assert getattr(package, name) is not None
