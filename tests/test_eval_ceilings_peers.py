@@ -16,6 +16,7 @@ import pytest
 from agent_fakes import USAGE, Prompt, ScriptedChat, ToolChat, tool_call
 from langchain_core.messages import AIMessage, ToolMessage
 
+from rag_complexity_agents.components import Components
 from rag_complexity_agents.config import Config
 from rag_complexity_agents.errors import ConfigError, InputError, ModelServerError
 from rag_complexity_agents.eval.ceilings import (
@@ -227,7 +228,7 @@ class FakeFirstStage:
 
 
 def _parts(chat: Any) -> Any:
-    return SimpleNamespace(chat=chat, config=Config(), first_stage=FakeFirstStage())
+    return Components(Config(), chat=chat, first_stage=FakeFirstStage())
 
 
 def test_gold_evidence_reads_only_the_gold_paragraphs() -> None:

@@ -116,8 +116,8 @@ def test_nar_matches_the_reference_algorithm(world: World) -> None:
     def neighbours(doc_id: str, n: int) -> list[tuple[str, float]]:
         return [(t, 1.0 - i / 10) for i, t in enumerate(world.edges[doc_id][:n])]
 
-    def rescore(query: str, batch: Sequence[ScoredDoc], index: int) -> BatchFeedback:
-        return BatchFeedback(np.array([rescored(d.score, index) for d in batch]))
+    def rescore(query: str, batch: Sequence[ScoredDoc], batch_index: int) -> BatchFeedback:
+        return BatchFeedback(np.array([rescored(d.score, batch_index) for d in batch]))
 
     initial = [ScoredDoc(chunk(i), 100.0 - r) for r, i in enumerate(world.initial)]
     result = neighbourhood_aware_rerank(

@@ -114,26 +114,38 @@ _CHAT_SPEC_KEYS = ("models.chat", "models.home", "models.ollama_host", "models.o
 _STORE_KEYS = ("collection", "corpus", "graph", "models.embedding", "models.embed_batch_size")
 
 
-def derive_components(base: Components, config: Config) -> Components:
+_SHARING = threading.Lock()
+
+
+def derive_components(base: Components, config: Config, *, share: bool = False) -> Components:
     """Components for ``config`` that reuse whatever of ``base`` the changes do not affect
     (a subclass such as the harness's ``EvalComponents`` keeps its class). Injected objects
     (:attr:`Components.injected`) win over the config's specs and are always kept, except a
     chat model when the run names another one (``models.chat``); a chat model the caller
-    handed in is kept when only generation knobs such as threads or temperature change."""
+    handed in is kept when only generation knobs such as threads or temperature change.
+    ``share`` (at run time): the chat model and the first stage the copy keeps are made on
+    ``base`` first, so they are made once however many runs derive from it at once."""
     if base.config == config:
         return base
-    derived = copy.copy(base)
-    derived.config = config
     old = base.config
     keep_store = _same(old, config, *_STORE_KEYS)
     injected = "chat" in vars(base) and not base.owns_chat()
     keep_chat = _same(old, config, *_CHAT_KEYS) or (
         _same(old, config, *_CHAT_SPEC_KEYS) and injected
     )
+    keep_first_stage = keep_store and _same(old, config, "retrieval")
+    if share:
+        with _SHARING:
+            if keep_chat:
+                _ = base.chat
+            if keep_first_stage and config.agents.retrieval != "none":
+                _ = base.first_stage
+    derived = copy.copy(base)
+    derived.config = config
     rules = {
         "store": keep_store,
         "embedder": _same(old, config, "models.embedding", "models.embed_batch_size"),
-        "first_stage": keep_store and _same(old, config, "retrieval"),
+        "first_stage": keep_first_stage,
         "scorer": keep_store and _same(old, config, "models.scorer"),
         "chat": keep_chat,
         "equivalence": keep_chat
@@ -385,7 +397,7 @@ class ResourceProvider:
         )
         if self.components is None:
             self.components = Components(self.config)
-        parts = derive_components(self.components, config)
+        parts = derive_components(self.components, config, share=True)
         ctx = AgentContext(config=config, parts=parts, options=plain(knobs), pipeline=self.pipeline)
         with self._lock:
             self._contexts[key] = ctx

@@ -145,7 +145,7 @@ def start_node(pipeline: Pipeline, name: str) -> NodeFn:
         question = validate_question(state.get("question"), max_chars=ctx.config.max_question_chars)
         # fail before any LLM call when the collection or the model spec is unusable
         if ctx.strategy != "none":
-            _ = ctx.parts.store
+            _ = ctx.parts.first_stage
         _ = ctx.parts.chat
         return {
             "question": question,
