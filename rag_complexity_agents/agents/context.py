@@ -370,7 +370,14 @@ class ResourceProvider:
         if served:
             return served_options(options)
         extra = options.pop("overrides", None)
-        knobs = checked({k: v for k, v in options.items() if k in KNOBS_BY_NAME})
+        other = sorted(k for k in options if k not in KNOBS_BY_NAME)
+        if other:
+            raise ConfigError(
+                f"the run option(s) {', '.join(other)} are not knobs ({knob_list()}); pass "
+                "other settings as overrides={'<section>.<key>': value}, e.g. "
+                "{'models.temperature': 0.3}"
+            )
+        knobs = checked(options)
         if extra:
             if not isinstance(extra, Mapping):
                 raise ConfigError("the run option 'overrides' must map dotted config keys")

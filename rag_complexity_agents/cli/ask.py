@@ -60,9 +60,9 @@ def _ask(
         **{"models.chat": model, "retrieval.mode": mode},
     )
     question = validate_question(question, max_chars=cfg.max_question_chars)
-    if PIPELINES.get(pipeline) is not None and PIPELINES[pipeline].retrieval != "none":
+    graph = create_rag_agent(pipeline=pipeline, config=cfg, **knobs)  # checks the knobs
+    if PIPELINES[pipeline].retrieval != "none":
         CorpusStore.open(cfg.collection, cfg)  # a missing collection fails before any model loads
-    graph = create_rag_agent(pipeline=pipeline, config=cfg, **knobs)
     if stream:
         final: dict[str, Any] = {}
         for stream_mode, payload in stream_graph(

@@ -9,7 +9,7 @@ is an :class:`ExternalCorpus` (the user's documents) and whose ``first_stage`` i
 them::
 
     parts = from_langchain(vectorstore, config=Config())
-    parts.sunar_retriever().retrieve("question", 5)  # or build_preset(..., components=parts)
+    parts.sunar_retriever().retrieve("question", 5)  # or build_pipeline(name, components=parts)
 
 How the user's documents become a corpus:
 
