@@ -14,8 +14,8 @@
   provenance (``first_stage`` / ``neighbour`` / ``backfill``), the chunk's ``doc_id`` and
   title, score, rank, NAR batch, the document whose neighbours brought it in, and the ASU
   clusters of its batch when ASU ran.
-* :func:`resolve_graph` builds a pipeline's graph by name (or passes a compiled graph).
-  :data:`DEFAULT_GRAPH` is the one the adapters build when none is named.
+* :func:`resolve_graph` builds a pipeline's graph by name (or passes a compiled graph); the
+  adapters build :data:`~..config.pipelines.DEFAULT_PIPELINE` when none is named.
 """
 
 from __future__ import annotations
