@@ -176,8 +176,8 @@ def as_runnable(
     """A loop graph as an LCEL ``Runnable``.
 
     ``graph`` is a pipeline's name (default: the default pipeline) or a compiled graph.
-    Input: a question string or a mapping with ``question`` (or ``input`` / ``query``). Output: ``{"answer", "trace"}``, or
-    the answer string with ``output="answer"``. ``options`` are per-run knobs
+    Input: a question string or a mapping with ``question`` (or ``input`` / ``query``).
+    Output: ``{"answer", "trace"}``, or the answer string with ``output="answer"``. ``options`` are per-run knobs
     (``max_steps``, ``m``, ...); the ``RunnableConfig`` of the chain is passed through to the
     graph, so callbacks and ``configurable`` knobs apply.
     """
