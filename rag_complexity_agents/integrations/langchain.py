@@ -177,9 +177,9 @@ def as_runnable(
 
     ``graph`` is a pipeline's name (default: the default pipeline) or a compiled graph.
     Input: a question string or a mapping with ``question`` (or ``input`` / ``query``).
-    Output: ``{"answer", "trace"}``, or the answer string with ``output="answer"``. ``options`` are per-run knobs
-    (``max_steps``, ``m``, ...); the ``RunnableConfig`` of the chain is passed through to the
-    graph, so callbacks and ``configurable`` knobs apply.
+    Output: ``{"answer", "trace"}``, or the answer string with ``output="answer"``.
+    ``options`` are per-run knobs (``max_steps``, ``samples``, ...); the ``RunnableConfig`` of
+    the chain is passed through to the graph, so callbacks and ``configurable`` knobs apply.
     """
     from ..agents.run import arun_graph, run_graph
 
