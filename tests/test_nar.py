@@ -184,7 +184,7 @@ def test_edge_cases_empty_ranking_zero_budget_no_neighbours() -> None:
     assert flat.trace.scored == 5 and flat.trace.backfilled == 0
     duplicates, scorer = run([*initial, *initial], graph, table, b=8, c=8, neighbours_per_doc=0)
     assert scorer.scored == [d.id for d in initial] and len(duplicates.docs) == 5
-    with pytest.raises(ValueError, match="batch size"):
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
         NARParams(b=0)
 
 
