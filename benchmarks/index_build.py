@@ -668,7 +668,7 @@ def _nar_queries(
     product with the stored vectors (cheap, so the times are NAR's and the store's)."""
     from rag_complexity_agents.config import NARParams
     from rag_complexity_agents.integrations.neighbours import OnDemandGraph
-    from rag_complexity_agents.retrieval.nar import neighbourhood_aware_rerank
+    from rag_complexity_agents.retrieval.nar_trace import neighbourhood_aware_rerank
     from rag_complexity_agents.types import ScoredDoc
 
     params = NARParams(b=16, c=100, neighbours_per_doc=args.on_demand_k)

@@ -34,7 +34,8 @@ from rag_complexity_agents.retrieval.mer import (
     collect_evidence,
     extract_final_answer,
 )
-from rag_complexity_agents.retrieval.nar import NARParams, neighbourhood_aware_rerank
+from rag_complexity_agents.retrieval.nar import NARParams
+from rag_complexity_agents.retrieval.nar_trace import neighbourhood_aware_rerank
 from rag_complexity_agents.types import Chunk, ScoredDoc
 
 # ------------------------------------------------------------------------------------ fakes

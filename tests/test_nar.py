@@ -8,12 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from rag_complexity_agents.retrieval.nar import (
-    BatchFeedback,
-    NARParams,
-    neighbourhood_aware_rerank,
-    rerank_only,
-)
+from rag_complexity_agents.retrieval.nar import BatchFeedback, NARParams
+from rag_complexity_agents.retrieval.nar_trace import neighbourhood_aware_rerank, rerank_only
 from rag_complexity_agents.types import Chunk, ScoredDoc
 
 

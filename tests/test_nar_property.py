@@ -19,8 +19,8 @@ from rag_complexity_agents.retrieval.nar import (
     BatchFeedback,
     NARParams,
     NeighbourhoodAwareReranker,
-    neighbourhood_aware_rerank,
 )
+from rag_complexity_agents.retrieval.nar_trace import neighbourhood_aware_rerank
 from rag_complexity_agents.types import Chunk, ScoredDoc
 
 IDS = [f"d{i}" for i in range(14)]

@@ -19,7 +19,7 @@ from rag_complexity_agents.errors import CorpusError
 from rag_complexity_agents.integrations.byo_langchain import from_langchain
 from rag_complexity_agents.integrations.langchain import RCAEmbeddings
 from rag_complexity_agents.integrations.neighbours import OnDemandGraph
-from rag_complexity_agents.retrieval.nar import neighbourhood_aware_rerank
+from rag_complexity_agents.retrieval.nar_trace import neighbourhood_aware_rerank
 from rag_complexity_agents.types import Chunk, ScoredDoc
 
 QUESTIONS = [

@@ -43,7 +43,8 @@ from ..corpus.graph import TopKGraph
 from ..errors import CorpusError, InputError
 from ..types import Chunk, ScoredDoc
 from .first_stage import FirstStage, reciprocal_rank_fusion
-from .nar import BatchHook, NARParams, NARResult, neighbourhood_aware_rerank
+from .nar import BatchHook, NARParams
+from .nar_trace import NARResult, neighbourhood_aware_rerank
 
 if TYPE_CHECKING:
     from ..models.base import Scorer
