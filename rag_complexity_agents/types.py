@@ -62,10 +62,12 @@ class ScoredDoc:
 
 @dataclass(slots=True)
 class RunResult:
-    """What every strategy returns: the answer and a JSON-serialisable trace."""
+    """What every strategy returns: the answer, a JSON-serialisable trace and, when the
+    strategy knows them, the passages the answer was drawn from."""
 
     answer: str
     trace: dict[str, Any] = field(default_factory=dict)
+    sources: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def format_failures(self) -> int:

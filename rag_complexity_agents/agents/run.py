@@ -66,7 +66,8 @@ def _result(state: Mapping[str, Any], started: float, *, cut_short: bool) -> Run
     if not cut_short and state.get("trace"):
         trace: dict[str, Any] = dict(state["trace"])
         trace["seconds"] = seconds
-        return RunResult(str(state.get("answer") or trace.get("answer", "")), trace)
+        answer = str(state.get("answer") or trace.get("answer", ""))
+        return RunResult(answer, trace, [dict(s) for s in state.get("sources") or []])
     partial = dict(state)
     partial["stop_reason"] = "recursion_limit"
     answer, source = final_answer(partial)

@@ -87,6 +87,15 @@ class RouterState(TypedDict, total=False):
     classify_seconds: float
     answer: str
     trace: dict[str, Any]
+    sources: list[dict[str, Any]]
+
+
+class RouterOutput(TypedDict, total=False):
+    """What the router returns, like every pipeline: answer, sources, trace."""
+
+    answer: str
+    sources: list[dict[str, Any]]
+    trace: dict[str, Any]
 
 
 _COST_KEYS = ("llm_calls", "retrieval_calls", "input_tokens", "output_tokens")
@@ -163,6 +172,13 @@ def build_router_graph(
             extra_llm = int(getattr(clf, "llm_calls_per_question", 0))
             trace: dict[str, Any] = {
                 "strategy": "adaptive",
+                "pipeline": "adaptive",
+                "loop": sub.get("loop"),
+                "retrieval": sub.get("retrieval"),
+                "mer_enabled": sub.get("mer_enabled"),
+                "answer_source": f"route {label}: {names.get(label, label)}",
+                "steps": sub.get("steps") or [],
+                "notes": sub.get("notes") or [],
                 "question": state["question"],
                 "route": label,
                 "route_strategy": names.get(label, label),
@@ -181,11 +197,11 @@ def build_router_graph(
             for key in _COST_KEYS:
                 trace[key] = int(_number(sub.get(key)))
             trace["llm_calls"] += extra_llm
-            return {"answer": str(result.answer or ""), "trace": trace}
+            return {"answer": str(result.answer or ""), "trace": trace, "sources": result.sources}
 
         return run
 
-    graph: StateGraph[Any] = StateGraph(RouterState)
+    graph: StateGraph[Any, Any, Any, Any] = StateGraph(RouterState, output_schema=RouterOutput)
     graph.add_node("classify", classify)
     for label in LABELS:
         # langgraph's overloads reject a node factory's RouterState -> RouterState callable
