@@ -11,14 +11,15 @@ from .corpus.store import CorpusStore
 from .errors import ConfigError, CorpusError
 from .models.base import Embedder, Equivalence, Scorer
 from .models.embeddings import SentenceTransformerEmbedder, as_embedder, load_embedder
+from .models.equivalence import load_equivalence
+from .models.scorers import load_scorer
+from .retrieval.asu import AnswerSemanticUncertainty
 from .retrieval.first_stage import FirstStage, make_first_stage
 from .retrieval.nar import BatchHook
 from .retrieval.sunar import MissingGraph, NeighbourGraph, ScoreFn, SunarRetriever
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
-
-    from .retrieval.asu import AnswerSemanticUncertainty
 
 
 INJECTABLE = ("chat", "embedder", "scorer", "equivalence", "first_stage")
@@ -99,6 +100,7 @@ class Components:
 
     @cached_property
     def chat(self) -> BaseChatModel:
+        # LangChain's chat-model stack (seconds to import) loads with the first chat model
         from .models.chat import load_chat_model
 
         return load_chat_model(self.config.models.chat, self.config.models, self.config.models.home)
@@ -106,14 +108,12 @@ class Components:
     def owns_chat(self) -> bool:
         """Whether the chat model in use (if one was made) came from ``models.*`` rather than
         from the caller (a fake, a model configured by hand)."""
-        from .models.chat import built_from_spec
+        from .models.chat import built_from_spec  # deferred like load_chat_model
 
         return built_from_spec(vars(self).get("chat"))
 
     @cached_property
     def scorer(self) -> Scorer:
-        from .models.scorers import load_scorer
-
         store = self.store
         return load_scorer(
             self.config.models.scorer, embedder=store.embedder, vector_lookup=store.vectors
@@ -121,8 +121,6 @@ class Components:
 
     @cached_property
     def equivalence(self) -> Equivalence:
-        from .models.equivalence import load_equivalence
-
         spec = self.config.models.equivalence
         return load_equivalence(
             spec,
@@ -134,8 +132,6 @@ class Components:
     def answer_uncertainty(self) -> AnswerSemanticUncertainty:
         """A new ASU batch hook from ``asu.*`` with these components' chat model and
         equivalence."""
-        from .retrieval.asu import AnswerSemanticUncertainty
-
         a = self.config.asu
         return AnswerSemanticUncertainty(
             self.equivalence,
@@ -184,8 +180,6 @@ def sunar_retriever(
 ) -> SunarRetriever:
     """A SunarRetriever over a collection, from the config's ``retrieval`` / ``nar`` sections
     (``params`` / ``missing_graph`` replace those of ``nar``)."""
-    from .models.scorers import load_scorer
-
     if len(store) == 0:
         raise CorpusError(
             f"collection {store.name!r} is empty; add documents with rca index PATH "

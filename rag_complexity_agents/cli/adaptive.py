@@ -44,6 +44,7 @@ def adaptive_label(
     set_: SetOption = None,
 ) -> None:
     """Run A, B, C through the harness (resumable) and label each question."""
+    # a command imports what it runs only: `rca --help` stays fast
     from ..eval.adaptive import collect_labels
 
     cfg = build_config(
@@ -78,6 +79,7 @@ def adaptive_train(
     set_: SetOption = None,
 ) -> None:
     """Train the complexity classifier on CPU and save it to a directory."""
+    # a command imports what it runs only: `rca --help` stays fast
     from ..complexity.adaptive.classifier import (
         TfidfClassifier,
         default_model_dir,
@@ -127,6 +129,7 @@ def adaptive_predict(
     set_: SetOption = None,
 ) -> None:
     """Complexity label, probabilities and route for each question (JSON lines)."""
+    # a command imports what it runs only: `rca --help` stays fast
     from ..complexity.adaptive.classifier import classifier_from_config
     from ..complexity.adaptive.router import route_report
     from ..components import Components

@@ -30,6 +30,7 @@ def index(
     set_: SetOption = None,
 ) -> None:
     """Add documents to a collection (idempotent; safe to interrupt and rerun)."""
+    # a command imports what it runs only: `rca --help` stays fast
     from ..corpus.demo import DEMO_CORPUS
     from ..corpus.documents import iter_documents
     from ..corpus.store import CorpusStore
@@ -74,6 +75,7 @@ def info(
     registered pipelines."""
     from dataclasses import asdict
 
+    # a command imports what it runs only: `rca --help` stays fast
     from ..corpus.store import CorpusStore, list_collections
     from ..models.packaged import list_packaged_models
 

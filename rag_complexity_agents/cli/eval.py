@@ -68,6 +68,7 @@ def eval_run(
     set_: SetOption = None,
 ) -> None:
     """Run a strategy over a dataset into a JSONL run file; rerun to resume."""
+    # a command imports what it runs only: `rca --help` stays fast
     from ..eval.harness import evaluate
     from ..eval.report import summarize, to_markdown
     from ..eval.runner import read_meta, read_run
@@ -132,6 +133,7 @@ def eval_report(
     ] = None,
 ) -> None:
     """Compare runs: accuracy with 95% intervals, evidence recall/nDCG, cost."""
+    # a command imports what it runs only: `rca --help` stays fast
     from ..eval.report import build_report, to_markdown, write_report
 
     rows = build_report(runs, ks=ks or (2, 5, 10))
@@ -150,6 +152,7 @@ def eval_corpus(
     set_: SetOption = None,
 ) -> None:
     """Pool the paragraphs of datasets (deduplicated) into a collection for retrieval."""
+    # a command imports what it runs only: `rca --help` stays fast
     from ..corpus.store import CorpusStore
     from ..eval.datasets import build_pooled_corpus, default_data_dir, iter_records, resolve_dataset
 
@@ -173,6 +176,7 @@ def eval_corpus(
 @fail_cleanly
 def eval_list(data: DataOption = None, config: ConfigOption = None) -> None:
     """Show the strategies and datasets the harness knows."""
+    # a command imports what it runs only: `rca --help` stays fast
     from ..eval.datasets import DATASET_FILES, default_data_dir
     from ..eval.strategies import available_strategies
 

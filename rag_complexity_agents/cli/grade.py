@@ -32,6 +32,7 @@ def grade_matrix(
     set_: SetOption = None,
 ) -> None:
     """Error rate per (hops, D_r quartile) cell, Pearson r of D_r with correctness, heatmap."""
+    # a command imports what it runs only: `rca --help` stays fast
     from ..complexity.grade.matrix import matrix_markdown, write_report
     from ..eval.grade import matrix_for_run
 
@@ -59,6 +60,7 @@ def grade_generate(
     set_: SetOption = None,
 ) -> None:
     """Generate validated multi-hop questions (2-5 hops) with D_r from your documents."""
+    # a command imports what it runs only: `rca --help` stays fast
     from ..complexity.grade.generate import generate_file
 
     cfg = build_config(config, set_)

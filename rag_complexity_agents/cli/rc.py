@@ -36,6 +36,7 @@ def rc_score(
     set_: SetOption = None,
 ) -> None:
     """Retrieve, evaluate and classify one question (complex iff Ans = 0 and Com = 1)."""
+    # a command imports what it runs only: `rca --help` stays fast
     from ..complexity.rrcp import retrieval_complexity
 
     cfg = build_config(
@@ -78,6 +79,7 @@ def rc_calibrate(
     set_: SetOption = None,
 ) -> None:
     """Grid-search T_ans / T_com for F1 on labelled questions and save them (config rrcp)."""
+    # a command imports what it runs only: `rca --help` stays fast
     from ..complexity.rrcp import METHODS, RetrievalComplexity
     from ..complexity.rrcp_calibrate import calibrate_labelled, load_labelled, write_thresholds
 

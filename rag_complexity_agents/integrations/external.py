@@ -49,6 +49,7 @@ from ..components import Components
 from ..config import Config
 from ..corpus.graph.memory import InMemoryNeighbourGraph
 from ..errors import CorpusError, InputError
+from ..models.embeddings import as_embedder, load_embedder
 from ..types import Chunk, ScoredDoc
 from .neighbours import NeighbourSource, OnDemandGraph
 
@@ -232,8 +233,6 @@ class ByoComponents(Components):
 
 def _embedder(config: Config, embeddings: Any = None) -> Any:
     """The user's embedding object as an Embedder, else the one ``models.embedding`` names."""
-    from ..models.embeddings import as_embedder, load_embedder
-
     if embeddings is not None:
         return as_embedder(embeddings)
     return load_embedder(config.models.embedding, batch_size=config.models.embed_batch_size)

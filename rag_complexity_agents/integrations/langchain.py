@@ -35,11 +35,13 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from ..agents.run import arun_graph, run_graph
 from ..components import Components
 from ..config import Config
 from ..config.knobs import RetrieverKnobValues
 from ..config.pipelines import DEFAULT_PIPELINE
 from ..errors import ConfigError, InputError
+from ..models.embeddings import load_embedder
 from ..types import ScoredDoc
 from .core import (
     STRATEGIES,
@@ -181,8 +183,6 @@ def as_runnable(
     ``options`` are per-run knobs (``max_steps``, ``samples``, ...); the ``RunnableConfig`` of
     the chain is passed through to the graph, so callbacks and ``configurable`` knobs apply.
     """
-    from ..agents.run import arun_graph, run_graph
-
     compiled = resolve_graph(graph, config, components=components)
 
     def shape(answer: str, trace: dict[str, Any]) -> Any:
@@ -253,8 +253,6 @@ class RCAEmbeddings(Embeddings):
     @property
     def embedder(self) -> Any:
         if self._embedder is None:
-            from ..models.embeddings import load_embedder
-
             self._embedder = load_embedder(
                 self.spec, batch_size=self.config.models.embed_batch_size
             )

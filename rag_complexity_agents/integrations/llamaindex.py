@@ -44,10 +44,14 @@ from llama_index.core.llms.custom import CustomLLM
 from llama_index.core.query_engine import CustomQueryEngine
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
+from ..agents.run import arun_graph, run_graph
 from ..components import Components
 from ..config import Config
 from ..config.knobs import RetrieverKnobValues
 from ..config.pipelines import DEFAULT_PIPELINE
+from ..models.calls import call_chat
+from ..models.chat import load_chat_model
+from ..models.embeddings import as_embedder, load_embedder
 from ..types import RunResult, ScoredDoc
 from .core import (
     RetrievalAdapter,
@@ -225,13 +229,9 @@ class RCAQueryEngine(CustomQueryEngine):
         )
 
     def custom_query(self, query_str: str) -> Response:
-        from ..agents.run import run_graph
-
         return self._response(run_graph(self.graph, query_str, options=self.options))
 
     async def acustom_query(self, query_str: str) -> Response:
-        from ..agents.run import arun_graph
-
         return self._response(await arun_graph(self.graph, query_str, options=self.options))
 
 
@@ -256,8 +256,6 @@ class LangChainChatLLM(CustomLLM):
     def __init__(self, chat: Any = None, *, config: Config | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if chat is None:
-            from ..models.chat import load_chat_model
-
             cfg = config or Config()
             chat = load_chat_model(cfg.models.chat, cfg.models, cfg.models.home)
             if "context_window" not in kwargs:
@@ -278,8 +276,6 @@ class LangChainChatLLM(CustomLLM):
         )
 
     def _call(self, messages: list[tuple[str, str]]) -> str:
-        from ..models.calls import call_chat
-
         return call_chat(self._chat, messages, max_tokens=self.max_tokens).text
 
     @llm_chat_callback()
@@ -330,16 +326,12 @@ class RCAEmbedding(BaseEmbedding):
         """A LlamaIndex embedding model over ``embeddings`` (a LangChain ``Embeddings`` or an
         :class:`~rag_complexity_agents.models.base.Embedder`), e.g. to build a
         ``VectorStoreIndex`` with the same model as a LangChain app."""
-        from ..models.embeddings import as_embedder
-
         model = cls(spec=f"external:{type(embeddings).__name__}", **kwargs)
         model._embedder = as_embedder(embeddings)
         return model
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         if self._embedder is None:
-            from ..models.embeddings import load_embedder
-
             self._embedder = load_embedder(self.spec)
         return [[float(x) for x in row] for row in self._embedder.encode(texts)]
 
