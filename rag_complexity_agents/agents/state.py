@@ -35,8 +35,9 @@ StopReason = Literal[
 ]
 
 
-class DocRecord(TypedDict, total=False):
-    """A retrieved passage with provenance (see ``ScoredDoc.to_trace``) and its text."""
+class DocRecord(TypedDictX, total=False):
+    """A retrieved passage with provenance (see ``ScoredDoc.to_trace``) and its text: the
+    state's evidence and a run's ``sources``."""
 
     id: str
     doc_id: str | None
@@ -127,18 +128,6 @@ class InputState(TypedDictX):
     question: Annotated[str, Field(description="The question to answer.")]
 
 
-class Source(TypedDictX, total=False):
-    """A passage the answer was drawn from."""
-
-    id: str
-    doc_id: str | None
-    title: str
-    text: str
-    score: float
-    source: str  # first_stage | neighbour | backfill
-    via: str | None  # the document whose graph neighbours brought it in
-
-
 TRACE_VERSION = 1
 """Version of :class:`Trace`'s layout (raised when a key changes meaning or goes away)."""
 
@@ -179,7 +168,7 @@ class OutputState(TypedDictX, total=False):
     """What a run returns: the answer, the passages it was drawn from and the trace."""
 
     answer: str
-    sources: list[Source]
+    sources: list[DocRecord]
     trace: Trace
 
 
@@ -217,7 +206,7 @@ class AgentState(TypedDict, total=False):
     stop_reason: str
     mer: dict[str, Any]
     answer: str
-    sources: list[Source]
+    sources: list[DocRecord]
     trace: Trace
     # what the chat model cannot do and how the run made up for it
     notes: list[str]
@@ -321,7 +310,7 @@ def without_text(records: Sequence[DocRecord]) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if k != "text"} for r in records]
 
 
-def sources_of(state: Mapping[str, Any], trace: Mapping[str, Any]) -> list[Source]:
+def sources_of(state: Mapping[str, Any], trace: Mapping[str, Any]) -> list[DocRecord]:
     """The passages of the trace's evidence with their text (from the run's retrievals)."""
     texts: dict[str, str] = {}
     for record in state.get("retrievals") or []:
@@ -332,7 +321,7 @@ def sources_of(state: Mapping[str, Any], trace: Mapping[str, Any]) -> list[Sourc
     for doc in trace.get("evidence") or []:
         source = {k: doc[k] for k in keys if k in doc}
         source["text"] = texts.get(str(doc.get("id")), "")
-        sources.append(cast(Source, source))
+        sources.append(cast(DocRecord, source))
     return sources
 
 
@@ -348,7 +337,6 @@ __all__ = [
     "RetrievalName",
     "RetrievalRecord",
     "RunOptions",
-    "Source",
     "Step",
     "StopReason",
     "Trace",
