@@ -32,6 +32,7 @@ from pydantic import ConfigDict, Field, ValidationError
 
 from rag_complexity_agents.agents.prompts import (
     cot,
+    followup,
     no_retrieval,
     plan_execute,
     react,
@@ -59,6 +60,7 @@ KINDS: dict[str, str] = {
     ASU_INSTRUCTION: "asu",
     MER_INSTRUCTION: "mer",
     requery.SYSTEM: "requery",
+    followup.SYSTEM: "followup",
 }
 
 PLAN_SYSTEM = plan_execute.SYSTEM.split("{", 1)[0]  # the planning prompt names max_steps

@@ -19,6 +19,7 @@ from rag_complexity_agents.agents.registry import build_pipeline
 from rag_complexity_agents.agents.retrieve import expand_query
 from rag_complexity_agents.agents.run import arun_graph, astream_graph, run_graph, stream_graph
 from rag_complexity_agents.agents.trace import build_trace
+from rag_complexity_agents.agents.wiring import STREAM_STEPS
 from rag_complexity_agents.components import Components
 from rag_complexity_agents.config import Config
 from rag_complexity_agents.config.pipelines import PIPELINES
@@ -566,7 +567,7 @@ def test_sqlite_checkpointer_and_thread_reuse(parts: Components, tmp_path: Path)
 def test_streaming_updates_and_tokens(parts: Components) -> None:
     derived, _ = make(parts, spirited())
     graph = build_pipeline("self_ask_nar_mer", derived.config, components=derived)
-    events = list(stream_graph(graph, Q))
+    events = list(stream_graph(graph, Q, options={STREAM_STEPS: True}))
     nodes = [node for mode, payload in events if mode == "updates" for node in payload]
     assert nodes[:3] == ["start", "decompose", "retrieve"] and nodes[-2:] == ["mer", "finish"]
     tokens = "".join(str(payload[0].content) for mode, payload in events if mode == "messages")

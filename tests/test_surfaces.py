@@ -141,7 +141,7 @@ def test_invoke_returns_the_output_schema() -> None:
     _, store = lean_store()
     agent = rca.create_rag_agent(ScriptedChat(script=Script(answer=["Japan"])), vectorstore=store)
     out = agent.invoke({"question": Q}, {"configurable": {"k": 2}})
-    assert set(out) == {"answer", "sources", "trace"}
+    assert set(out) == {"answer", "sources", "trace", "messages"}
     assert out["trace"]["options"]["passages"] == 2
     assert all(source["text"] for source in out["sources"])
 

@@ -4,13 +4,17 @@ Small models break formats all the time: markers in the wrong case, brackets mis
 final-answer marker repeated, several steps written at once, nothing useful at all. Every
 parser here is total: it accepts any object, never raises, and returns a small dataclass
 whose ``kind`` / ``action`` says what was found (``"none"`` when nothing usable was).
-Inputs are cut to :data:`MAX_CHARS` first, and every pattern is linear, so a huge or
-adversarial reply costs little. Hypothesis fuzzes each of them (tests/test_agents_parsers.py).
+Inputs are cut to :data:`MAX_CHARS` first, every pattern is linear, at most
+:data:`MAX_MARKERS` markers are tried and each reads a bounded part of its line, so the work
+is linear in the input and a huge or adversarial reply costs little. Hypothesis fuzzes each
+of them (tests/test_agents_parsers.py, tests/test_parsers_property.py).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -19,6 +23,11 @@ from ..text import MAX_CHARS, as_text
 MAX_ANSWER_CHARS = 200
 MAX_QUERY_CHARS = 300
 MAX_CHAIN_NODES = 20
+MAX_MARKERS = 50
+"""Markers ('Follow up:', 'the answer is', …) tried per reply before giving up."""
+LINE_WINDOW = 1_000
+"""Characters of a line read first after a marker (several times the longest answer)."""
+_WINDOW_MARGIN = 50  # longer than any marker a window can cut
 
 _WRAP = "\"'`*_“”‘’«»[](){}<> \t"
 _FINAL = re.compile(
@@ -62,50 +71,82 @@ def _first_line(text: str) -> str:
     return ""
 
 
+def _answer_text(text: str) -> str:
+    """:func:`clean_answer` before its length cap."""
+    line = _LEADING_MARKERS.sub("", _first_line(text)).strip()
+    line = line.strip(_WRAP).rstrip(".;,:").strip(_WRAP)
+    return " ".join(line.split())
+
+
+def _query_text(text: str) -> str:
+    """:func:`clean_query` before its length cap."""
+    line = _INTERMEDIATE.split(_first_line(text), maxsplit=1)[0]
+    line = _QUERY_LABEL.sub("", line)
+    return " ".join(line.split()).strip(_WRAP.replace("?", ""))
+
+
+def _capped(line: str, limit: int) -> str:
+    """``line`` cut to ``limit`` characters at a space; '' when nothing usable is left."""
+    if len(line) > limit:
+        line = line[:limit].rsplit(" ", 1)[0]
+    return line if has_content(line) else ""
+
+
 def clean_answer(text: object) -> str:
     """A short answer from the start of ``text``: first usable line, markers and wrapping
     quotes/markdown removed, trailing full stop dropped, at most 200 characters."""
-    line = _first_line(as_text(text))
-    line = _LEADING_MARKERS.sub("", line).strip()
-    line = line.strip(_WRAP).rstrip(".;,:").strip(_WRAP)
-    line = " ".join(line.split())
-    if len(line) > MAX_ANSWER_CHARS:
-        line = line[:MAX_ANSWER_CHARS].rsplit(" ", 1)[0]
-    return line if has_content(line) else ""
+    return _capped(_answer_text(as_text(text)), MAX_ANSWER_CHARS)
 
 
 def clean_query(text: object) -> str:
     """A search query / sub-question: first usable line, wrappers removed, ≤ 300 chars."""
-    line = _first_line(as_text(text))
-    line = _INTERMEDIATE.split(line, maxsplit=1)[0]
-    line = _QUERY_LABEL.sub("", line)
-    line = " ".join(line.split()).strip(_WRAP.replace("?", ""))
-    if len(line) > MAX_QUERY_CHARS:
-        line = line[:MAX_QUERY_CHARS].rsplit(" ", 1)[0]
-    return line if has_content(line) else ""
+    return _capped(_query_text(as_text(text)), MAX_QUERY_CHARS)
 
 
-def _line_at(text: str, pos: int) -> tuple[str, int]:
-    """The text from ``pos`` to the end of its line, and where the next line starts."""
+_Cleaner = Callable[[str], str]
+
+
+def _read_line(text: str, pos: int, clean: _Cleaner, limit: int) -> str:
+    """``clean`` applied to the text from ``pos`` to the end of its line, then capped at
+    ``limit`` characters. A long line is first read through a window of
+    :data:`LINE_WINDOW` characters (whole words only); the whole line is read only when the
+    window does not settle the result (too little survives cleaning, e.g. a run of markers),
+    so each marker costs a bounded amount of work on ordinary replies."""
+    end = text.find("\n", pos, pos + LINE_WINDOW)
+    if end >= 0 or pos + LINE_WINDOW >= len(text):
+        return _capped(clean(text[pos:end] if end >= 0 else text[pos:]), limit)
+    window = text[pos : pos + LINE_WINDOW]
+    if not text[pos + LINE_WINDOW].isspace():
+        head = window.rsplit(None, 1)  # drop the word the window cuts
+        window = head[0] if len(head) == 2 else window
+    cleaned = clean(window)
+    if len(cleaned) > limit + _WINDOW_MARGIN:
+        return _capped(cleaned, limit)
+    end = text.find("\n", pos + LINE_WINDOW)
+    return _capped(clean(text[pos:end] if end >= 0 else text[pos:]), limit)
+
+
+def _next_line(text: str, pos: int) -> int:
+    """Where the line after the one holding ``pos`` starts (``len(text)`` if none)."""
     end = text.find("\n", pos)
-    if end < 0:
-        return text[pos:], len(text)
-    return text[pos:end], end + 1
+    return len(text) if end < 0 else end + 1
 
 
 def _answer_at(text: str, pos: int) -> str:
     """The answer right after a marker ending at ``pos``: the rest of that line, or the
     next line when the rest is empty."""
-    line, nxt = _line_at(text, pos)
-    answer = clean_answer(line)
-    if not answer and nxt < len(text):
-        answer = clean_answer(_line_at(text, nxt)[0])
+    answer = _read_line(text, pos, _answer_text, MAX_ANSWER_CHARS)
+    if not answer:
+        nxt = _next_line(text, pos)
+        if nxt < len(text):
+            answer = _read_line(text, nxt, _answer_text, MAX_ANSWER_CHARS)
     return answer
 
 
 def _first_answer(text: str, pattern: re.Pattern[str]) -> tuple[int, str] | None:
-    """(start of the marker, answer) of the first marker followed by an answer."""
-    for match in pattern.finditer(text):
+    """(start of the marker, answer) of the first marker followed by an answer; at most
+    :data:`MAX_MARKERS` markers are tried."""
+    for match in itertools.islice(pattern.finditer(text), MAX_MARKERS):
         answer = _answer_at(text, match.end())
         if answer:
             return match.start(), answer
@@ -148,8 +189,8 @@ def parse_self_ask(text: object) -> SelfAskParse:
     bare line ending in '?' is read as a follow-up (``lenient``)."""
     raw = as_text(text)
     follow: tuple[int, str] | None = None
-    for match in _FOLLOW_UP.finditer(raw):
-        query = clean_query(_line_at(raw, match.end())[0])
+    for match in itertools.islice(_FOLLOW_UP.finditer(raw), MAX_MARKERS):
+        query = _read_line(raw, match.end(), _query_text, MAX_QUERY_CHARS)
         if query:
             follow = (match.start(), query)
             break
@@ -311,10 +352,12 @@ def parse_plan(text: object, max_questions: int = MAX_CHAIN_NODES) -> list[str]:
     reply without any such line that is itself one question counts as a plan of one."""
     raw = as_text(text)
     questions: list[str] = []
+    seen: set[str] = set()
     for line in raw.splitlines():
         match = _PLAN_ITEM.match(line)
         query = clean_query(match.group(1)) if match else ""
-        if query.endswith("?") and query not in questions:
+        if query.endswith("?") and query not in seen:
+            seen.add(query)
             questions.append(query)
     if not questions:
         lines = [line for line in raw.splitlines() if has_content(line)]

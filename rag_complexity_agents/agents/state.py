@@ -16,6 +16,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, TypedDict, Union, cast, get_args
 
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
 from pydantic import Field
 from typing_extensions import TypedDict as TypedDictX  # pydantic's JSON schema needs it (3.11)
@@ -122,10 +124,15 @@ def merge_steps(left: list[Step] | None, right: list[Step] | None) -> list[Step]
     return merged  # type: ignore[return-value]
 
 
-class InputState(TypedDictX):
-    """What a run needs: the question."""
+class InputState(TypedDictX, total=False):
+    """What a run needs: the question, or a chat whose last human message is the question."""
 
     question: Annotated[str, Field(description="The question to answer.")]
+    messages: Annotated[
+        list[AnyMessage],
+        add_messages,
+        Field(description="A chat; its last human message is the question."),
+    ]
 
 
 TRACE_VERSION = 1
@@ -165,17 +172,21 @@ class Trace(TypedDictX, total=False):
 
 
 class OutputState(TypedDictX, total=False):
-    """What a run returns: the answer, the passages it was drawn from and the trace."""
+    """What a run returns: the answer, the passages it was drawn from, the trace, and the
+    chat with the answer appended as an ``AIMessage``."""
 
     answer: str
     sources: list[DocRecord]
     trace: Trace
+    messages: Annotated[list[AnyMessage], add_messages]
 
 
 class AgentState(TypedDict, total=False):
     """Everything a loop keeps between nodes."""
 
     question: str
+    messages: Annotated[list[AnyMessage], add_messages]
+    asked_by_messages: bool  # the question came as the last human message
     options: dict[str, Any]  # the resolved knobs of this run (for the trace)
     started_at: float
     steps: list[Step]

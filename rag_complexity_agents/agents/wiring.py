@@ -18,6 +18,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import set_config_context
+from langgraph.constants import TAG_NOSTREAM
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel
@@ -32,9 +34,10 @@ from .answer import final_answer, mer_node
 from .context import AgentContext, ResourceProvider
 from .retrieve import after_retrieve, explore, requery, retrieve
 from .state import AgentState, InputState, OutputState, RunOptions, sources_of
-from .steps import Update, step_limit
+from .steps import Update, costs, step_limit
 from .structured import ask_step, model_notes
 from .trace import build_trace
+from .turns import appended, question_of
 
 Graph = CompiledStateGraph[Any, Any, Any, Any]
 NodeFn = Callable[[AgentState, AgentContext], Update]
@@ -121,13 +124,28 @@ class Loop:
     retrieval: str | None = None
 
 
-def _bind(provider: ResourceProvider, fn: NodeFn) -> Callable[..., Update]:
-    """The graph node of ``fn``: resolves the run's context and adds the format failures of
-    the calls ``fn`` made (:func:`~..models.structured.format_failures`) to the state's."""
+STEP_TAG = "rca:step"
+"""Tag of every chat call inside a loop (planning, sub-answers, ASU samples, MER, …), beside
+``rca:<node>``. Unless a run's ``configurable`` has ``stream_steps: True``, those calls are
+also tagged ``nostream``, so LangGraph's ``stream_mode="messages"`` shows only the final
+answer (the ``AIMessage`` the finish node appends); ``astream_events(...,
+include_tags=[STEP_TAG])`` shows them either way."""
+
+STREAM_STEPS = "stream_steps"
+"""The ``configurable`` key that lets a run's internal chat calls stream as messages."""
+
+
+def _bind(provider: ResourceProvider, fn: NodeFn, name: str) -> Callable[..., Update]:
+    """The graph node ``name`` of ``fn``: resolves the run's context, tags the chat calls
+    ``fn`` makes (:data:`STEP_TAG`) and adds the format failures of those calls
+    (:func:`~..models.structured.format_failures`) to the state's."""
 
     def node(state: AgentState, config: RunnableConfig, runtime: Any = None) -> Update:
-        with format_failures() as tally:
-            update = fn(state, provider.context(config, runtime))
+        shown = bool((config.get("configurable") or {}).get(STREAM_STEPS))
+        tags = [STEP_TAG, f"rca:{name}", *([] if shown else [TAG_NOSTREAM])]
+        tagged: RunnableConfig = {**config, "tags": [*(config.get("tags") or []), *tags]}
+        with format_failures() as tally, set_config_context(tagged) as calls:
+            update = calls.run(fn, state, provider.context(config, runtime))
         if tally:
             counts = dict(update.get("format_failures", state.get("format_failures") or {}))
             for kind, count in tally.items():
@@ -142,13 +160,19 @@ def start_node(pipeline: Pipeline, name: str) -> NodeFn:
     """Validates the question and resets the run (threads may be reused)."""
 
     def start(state: AgentState, ctx: AgentContext) -> Update:
-        question = validate_question(state.get("question"), max_chars=ctx.config.max_question_chars)
+        asked, rewrite, by_messages = question_of(state, ctx)
+        question = validate_question(asked, max_chars=ctx.config.max_question_chars)
         # fail before any LLM call when the collection or the model spec is unusable
         if ctx.strategy != "none":
             _ = ctx.parts.first_stage
         _ = ctx.parts.chat
+        notes = [*model_notes(ctx), *ctx.knob_notes()]
+        if rewrite is not None:
+            notes.append(f"the follow-up was asked as: {question}")
+        fresh: AgentState = {"llm_calls": 0, "input_tokens": 0, "output_tokens": 0}
         return {
             "question": question,
+            "asked_by_messages": by_messages,
             "options": {
                 "graph": name,
                 "pipeline": pipeline.name,
@@ -183,12 +207,11 @@ def start_node(pipeline: Pipeline, name: str) -> NodeFn:
             "mer": {},
             "answer": "",
             "trace": {},
-            "notes": [*model_notes(ctx), *ctx.knob_notes()],
-            "llm_calls": 0,
+            "notes": notes,
             "asu_samples": 0,
             "retrieval_calls": 0,
-            "input_tokens": 0,
-            "output_tokens": 0,
+            **fresh,
+            **costs(fresh, rewrite),
         }
 
     return start
@@ -199,11 +222,13 @@ def finish(state: AgentState, ctx: AgentContext) -> Update:
     answer, source = final_answer(state, ctx.agents.abstain)
     state = {**state, "answer": answer, "answer_source": source}
     trace = build_trace(state, passages=ctx.config.answer.passages)
+    by_messages = bool(state.get("asked_by_messages"))
     return {
         "answer": answer,
         "answer_source": source,
         "trace": trace,
         "sources": sources_of(state, trace),
+        "messages": appended(state["question"], answer, by_messages=by_messages),
     }
 
 
@@ -225,9 +250,9 @@ def _add_retrieval(
     def route(state: AgentState, config: RunnableConfig, runtime: Any = None) -> str:
         return after_retrieve(state, provider.context(config, runtime), accept)
 
-    graph.add_node("retrieve", _bind(provider, retrieve))
-    graph.add_node("explore", _bind(provider, explore))
-    graph.add_node("requery", _bind(provider, requery))
+    graph.add_node("retrieve", _bind(provider, retrieve, "retrieve"))
+    graph.add_node("explore", _bind(provider, explore, "explore"))
+    graph.add_node("requery", _bind(provider, requery, "requery"))
     graph.add_conditional_edges(
         "retrieve", route, {"explore": "explore", "requery": "requery", accept: accept}
     )
@@ -252,8 +277,8 @@ def build_loop(
         pipeline, config, components=components, knobs=knobs, retrieval=loop.retrieval
     )
 
-    def bind(fn: NodeFn) -> Callable[..., Update]:
-        return _bind(provider, fn)
+    def bind(fn: NodeFn, name: str) -> Callable[..., Update]:
+        return _bind(provider, fn, name)
 
     graph = StateGraph(
         AgentState,
@@ -261,19 +286,19 @@ def build_loop(
         input_schema=InputState,
         output_schema=OutputState,
     )
-    graph.add_node("start", bind(start_node(pipeline, name or pipeline.name)))
+    graph.add_node("start", bind(start_node(pipeline, name or pipeline.name), "start"))
     for node, fn in loop.nodes.items():
         if node == loop.accept:
             _add_retrieval(graph, provider, node)
         if isinstance(fn, Think) and fn.kind == "step":
             fn = replace(fn, kind=node)
-        graph.add_node(node, bind(fn))
+        graph.add_node(node, bind(fn, node))
 
     def after_conclude(state: AgentState, config: RunnableConfig, runtime: Any = None) -> str:
         return "mer" if provider.context(config, runtime).mer else "finish"
 
-    graph.add_node("mer", bind(mer_node))
-    graph.add_node("finish", bind(finish))
+    graph.add_node("mer", bind(mer_node, "mer"))
+    graph.add_node("finish", bind(finish, "finish"))
     graph.add_conditional_edges("conclude", after_conclude, {"mer": "mer", "finish": "finish"})
     graph.add_edge("mer", "finish")
     graph.add_edge("finish", END)

@@ -11,17 +11,20 @@ import inspect
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from ..agents.run import run_graph, stream_graph
+from ..agents.wiring import STREAM_STEPS
 from ..api import create_rag_agent
 from ..config.knobs import KNOBS, Knob, field_of
 from ..config.pipelines import DEFAULT_PIPELINE, PIPELINES
 from ..corpus.store import CorpusStore
 from ..text import validate_question
 from .common import ConfigOption, PresetOption, SetOption, build_config, fail_cleanly
+from .html import graph_data, write_html
 from .render import print_trace
 
 
@@ -44,6 +47,10 @@ def _ask(
         bool, typer.Option("--stream", help="Show nodes and tokens while the pipeline runs.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the full trace as JSON.")] = False,
+    html_path: Annotated[
+        Path | None,
+        typer.Option("--html", help="Also write the run as one self-contained HTML page."),
+    ] = None,
     preset: PresetOption = None,
     config: ConfigOption = None,
     set_: SetOption = None,
@@ -66,7 +73,10 @@ def _ask(
     if stream:
         final: dict[str, Any] = {}
         for stream_mode, payload in stream_graph(
-            graph, question, stream_mode=("updates", "messages", "values")
+            graph,
+            question,
+            stream_mode=("updates", "messages", "values"),
+            options={STREAM_STEPS: True},  # every step's tokens, not only the final answer
         ):
             if stream_mode == "messages":
                 chunk = payload[0]
@@ -80,10 +90,13 @@ def _ask(
     else:
         result = run_graph(graph, question)
         answer, trace = result.answer, dict(result.trace)
+    drawing = graph_data(graph)
     if as_json:
-        typer.echo(json.dumps({"answer": answer, "trace": trace}, indent=2))
-        return
-    print_trace(question, answer, trace)
+        typer.echo(json.dumps({"answer": answer, "trace": trace, "graph": drawing}, indent=2))
+    else:
+        print_trace(question, answer, trace)
+    if html_path is not None:
+        write_html(html_path, question, answer, trace, drawing)
 
 
 def _knob_option(knob: Knob) -> inspect.Parameter:
