@@ -1,11 +1,16 @@
-"""Property tests for every parser of model output: it never raises anything but our own
-errors, and its work is bounded by construction: it only reads the first ``MAX_CHARS``
-characters (so a 100k-character reply costs what a 20k one does) and its patterns are linear.
-The wall-clock cost of adversarial inputs up to 100k characters is measured in
-benchmarks/robustness.py (``parsers`` rows), not asserted here."""
+"""Property tests for every parser of model output (and GRADE's sentence splitting of
+documents): it never raises anything but our own errors, and its work is bounded: it reads
+only the first ``MAX_CHARS`` characters (so a 100k-character reply costs what a 20k one does;
+the sentence splitter and the tool-reply reader read everything) and an adversarial input of
+twice the size costs about twice the CPU time, not four times. Absolute times of inputs up to
+100k characters are measured in benchmarks/robustness.py (``parsers`` rows), not asserted
+here."""
 
 from __future__ import annotations
 
+import json
+import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -21,8 +26,11 @@ from rag_complexity_agents.complexity.adaptive.zero_shot import parse_label_repl
 from rag_complexity_agents.complexity.grade.claims import parse_numbered
 from rag_complexity_agents.complexity.grade.equivalence import parse_groups
 from rag_complexity_agents.complexity.grade.questions import parse_description, parse_question
+from rag_complexity_agents.complexity.grade.sentences import split_sentences
 from rag_complexity_agents.complexity.grade.triples import parse_triples
 from rag_complexity_agents.errors import RCAError
+from rag_complexity_agents.models.calls import parse_yes_no
+from rag_complexity_agents.models.llamacpp.tools import read_tool_reply
 from rag_complexity_agents.retrieval.asu import extract_short_answer
 from rag_complexity_agents.retrieval.mer import extract_final_answer
 
@@ -47,6 +55,13 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "agents.parse_cot": parsers.parse_cot,
     "answer.shorten_answer": shorten_answer,
     "single_step.extract_short_answer": single_step_answer,
+    "calls.parse_yes_no": parse_yes_no,
+}
+
+#: Readers of whole texts (no prefix cap): documents, and tool replies that must stay JSON.
+WHOLE_TEXT: dict[str, Callable[[str], Any]] = {
+    "grade.split_sentences": split_sentences,
+    "llamacpp.read_tool_reply": read_tool_reply,
 }
 
 #: Repeated units that made parsers backtrack or rescan and format fragments.
@@ -66,6 +81,13 @@ FILLERS = (
     "[Query 1]: ",
     "(s | r | o | 1)\n",
     "[a | b] always\n",
+    "[Final Answer]: ",
+    "final answer:",
+    "Follow up: Intermediate answer: ",
+    "J. R. ",
+    "a. B ",
+    "1",
+    "{",
 )
 
 texts = st.text(max_size=300)
@@ -97,6 +119,9 @@ def _call(parser: Callable[[str], Any], text: str) -> Any:
 @example(text="\n" * 100_000 + "1. Lyon is a city.")
 @example(text=" is" * 40_000 + ",")
 @example(text="x " * 50_000 + "It was Lyon.")
+@example(text="1" * 5000 + ". x")
+@example(text="(a | b | c | " + "1" * 5000 + ")")
+@example(text="[Final Answer]: " * 6_250)
 def test_parsers_never_raise_and_read_a_bounded_prefix(name: str, text: str) -> None:
     parser = PARSERS[name]
     result = _call(parser, text)
@@ -129,3 +154,77 @@ def test_grade_parsers_keep_their_meaning() -> None:
     assert groups == [(["NYC", "New York City"], "always")]
     assert bad == {"equivalence_no_kind": 1, "equivalence_single_name": 1}
     assert parse_groups("[[a | b] context")[0] == [(["a", "b"], "context")]
+
+
+@pytest.mark.parametrize("name", sorted(WHOLE_TEXT))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.one_of(texts, big_texts))
+@example(text="[" * 100_000)
+@example(text="{" * 100_000)
+@example(text="1" * 5000)
+@example(text='{"answer": ' + "1" * 5000 + "}")
+@example(text="J. R. " * 20_000)
+def test_whole_text_readers_never_raise(name: str, text: str) -> None:
+    result = _call(WHOLE_TEXT[name], text)
+    assert not isinstance(result, BaseException) or isinstance(result, RCAError)
+
+
+def test_known_failures_are_read_as_unusable() -> None:
+    assert parse_numbered("1" * 5000 + ". x", 5) == ({}, Counter({"claim_bad_number": 1}))
+    assert parse_numbered("0001. x\n2) y", 5) == ({1: "x", 2: "y"}, Counter())
+    triples, bad = parse_triples("(a | b | c | " + "1" * 5000 + ")", ["c1"])
+    assert (triples, bad) == ([], Counter({"triple_bad_claim_number": 1}))
+    assert read_tool_reply("[" * 100_000) == ("[" * 100_000, [])
+    assert read_tool_reply("1" * 5000) == ("1" * 5000, [])
+    content, calls = read_tool_reply('{"name": "s", "arguments": {"n": ' + "9" * 5000 + "}}")
+    assert (content, [c["name"] for c in calls]) == ("", ["s"])
+    assert parsers.find_answer("[Final Answer]: " * 2_000) == ""
+    assert split_sentences("J. R. R. Tolkien wrote it. It sold well.") == [
+        "J. R. R. Tolkien wrote it.",
+        "It sold well.",
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(answer=st.text(max_size=200), nested=st.integers(0, 60))
+def test_tool_reply_reads_every_json_answer(answer: str, nested: int) -> None:
+    assert read_tool_reply(json.dumps({"answer": answer})) == (answer, [])
+    args = {"q": json.loads("[" * nested + "1" + "]" * nested)}
+    _, calls = read_tool_reply(json.dumps({"name": "search", "arguments": args}))
+    assert calls[0]["args"] == args
+
+
+#: Repeated units that once cost quadratic time (or deep recursion) in some parser.
+SCALING_FILLERS = (
+    "[Final Answer]: ",
+    "final answer:",
+    "Follow up: Intermediate answer: ",
+    "J. R. ",
+    "1. ",
+    "[",
+    "(|",
+    " ",
+)
+#: Doubling a linear parser's input doubles its CPU time; a quadratic one's quadruples it.
+SCALING_RATIO = 3.0
+SCALING_SLACK_S = 0.002  # CPU-time jitter of calls that take well under a millisecond
+
+
+def _cpu_seconds(parser: Callable[[str], Any], text: str, repeats: int = 3) -> float:
+    """The least thread CPU time of ``repeats`` calls (the least disturbed run)."""
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.thread_time()
+        _call(parser, text)
+        best = min(best, time.thread_time() - started)
+    return best
+
+
+@pytest.mark.parametrize("name", sorted({**PARSERS, **WHOLE_TEXT}))
+def test_doubling_an_adversarial_input_about_doubles_its_cost(name: str) -> None:
+    parser = {**PARSERS, **WHOLE_TEXT}[name]
+    size = MAX_CHARS // 2 if name in PARSERS else 40_000  # the doubled one is read in full
+    for filler in SCALING_FILLERS:
+        text = filler * (size // len(filler))
+        small, large = _cpu_seconds(parser, text), _cpu_seconds(parser, text * 2)
+        assert large <= SCALING_RATIO * small + SCALING_SLACK_S, (filler, small, large)

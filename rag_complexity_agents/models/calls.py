@@ -164,8 +164,8 @@ _YES_NO_WORD = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
 def parse_yes_no(text: str) -> bool | None:
     """A judge's Yes/No reply: its first word when that is a yes/no word (or a synonym such
     as true/false), else the first standalone 'yes' or 'no' in the first 2,000 characters;
-    None when neither is there."""
-    head = (text or "")[:2000]
+    None when neither is there (also for a non-string)."""
+    head = text[:2000] if isinstance(text, str) else ""
     words = re.sub(r"[^a-z]", " ", head[:64].lower()).split()
     if words and words[0] in _YES:
         return True

@@ -47,6 +47,15 @@ def rule_claim(sentence: str, title: str) -> str:
 
 _NUMBERED = re.compile(r"^\s*(?:[-*•]\s*)?(?:claim\s*)?\(?(\d+)[.):\]]\s*(.*)$", re.IGNORECASE)
 _NONE = re.compile(r"^\W*(none|n/?a|no claim|-)\W*$", re.IGNORECASE)
+MAX_NUMBER_DIGITS = 9
+"""Longest run of digits (leading zeros aside) read as an item number."""
+
+
+def item_number(digits: str) -> int:
+    """The value of a run of digits; -1 for a run too long to be an item number (``int``
+    on thousands of digits raises, and costs quadratic time below that limit)."""
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= MAX_NUMBER_DIGITS else -1
 
 
 def parse_numbered(text: str, n: int) -> tuple[dict[int, str], Counter[str]]:
@@ -58,7 +67,7 @@ def parse_numbered(text: str, n: int) -> tuple[dict[int, str], Counter[str]]:
         match = _NUMBERED.match(line)
         if not match:
             continue
-        k, item = int(match.group(1)), match.group(2).strip().strip('"').strip()
+        k, item = item_number(match.group(1)), match.group(2).strip().strip('"').strip()
         if not 1 <= k <= n:
             bad["claim_bad_number"] += 1
             continue
@@ -121,4 +130,4 @@ def consistent_claims(llm: StepLLM, claims: Sequence[Claim], grade: GradeConfig)
     return kept
 
 
-__all__ = ["consistent_claims", "parse_numbered", "rule_claim", "write_claims"]
+__all__ = ["consistent_claims", "item_number", "parse_numbered", "rule_claim", "write_claims"]

@@ -52,25 +52,53 @@ _VERBISH = re.compile(
 )
 
 
+_CLOSERS = ".!?\"')]"
+_INITIALS = re.compile(r"(?:[A-Za-z]\.){2,}")
+_TOKEN_WINDOW = 32
+
+
+def _last_word(text: str, start: int, end: int) -> str:
+    """The last whitespace-separated word of ``text[start:end]`` ('' if there is none).
+
+    Reads a window that doubles until it holds the whole word, so the cost is the word's
+    length, not the distance to ``start`` (the start of the current sentence, which can be
+    far back when many candidate breaks were initials)."""
+    size = _TOKEN_WINDOW
+    while True:
+        low = max(start, end - size)
+        words = text[low:end].rsplit(None, 1)
+        if low == start or len(words) == 2:
+            return words[-1] if words else ""
+        size *= 2
+
+
 def split_sentences(text: str) -> list[str]:
     """Split prose into sentences without breaking initials (J. R. R. Tolkien) or common
-    abbreviations (U.S., Dr.)."""
+    abbreviations (U.S., Dr.). Linear in the length of ``text``."""
     pieces: list[str] = []
     start = 0
     for match in _SPLIT.finditer(text):
-        before = text[start : match.start() + 1].rstrip()
-        last = before.rsplit(None, 1)[-1] if before.split() else ""
-        token = last.rstrip(".!?\"')]").lower()
+        end = match.start() + 1
+        before = text[end - 3] if end >= 3 else " "  # the character before the punctuation
+        if not before.isalpha() and before not in _CLOSERS:  # no abbreviation or initial
+            pieces.append(text[start : match.end()])
+            start = match.end()
+            continue
+        low = end - _TOKEN_WINDOW
+        words = text[max(low, start) : end].rsplit(None, 1)
+        if len(words) == 2 or low <= start:
+            last = words[-1] if words else ""
+        else:
+            last = _last_word(text, start, end)
+        token = last.rstrip(_CLOSERS).lower()
         if (len(token) == 1 and token.isalpha()) or token in _ABBREVIATIONS:
             continue
-        if last.endswith(".") and re.fullmatch(r"(?:[A-Za-z]\.){2,}", last):
+        if last.endswith(".") and _INITIALS.fullmatch(last):
             continue
-        pieces.append(text[start : match.end()].strip())
+        pieces.append(text[start : match.end()])
         start = match.end()
-    tail = text[start:].strip()
-    if tail:
-        pieces.append(tail)
-    return [" ".join(p.split()) for p in pieces if p.strip()]
+    pieces.append(text[start:])
+    return [" ".join(p.split()) for p in pieces if p and not p.isspace()]
 
 
 def is_factual(sentence: str, *, min_words: int = 5, max_words: int = 80) -> bool:

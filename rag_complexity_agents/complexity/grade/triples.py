@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ...agents.parsers import as_text
 from . import prompts
+from .claims import item_number
 from .kg import Triple, normalize_entity
 from .llm import StepLLM
 from .records import Claim
@@ -51,10 +52,10 @@ def parse_triples(
             continue
         subject, relation, obj, number = fields
         digits = re.sub(r"\D", "", number)
-        if not digits or not 1 <= int(digits) <= len(ids):
+        if not digits or not 1 <= item_number(digits) <= len(ids):
             bad["triple_bad_claim_number"] += 1
             continue
-        index = int(digits) - 1
+        index = item_number(digits) - 1
         if not subject or not obj or not relation or normalize_entity(subject) == "":
             bad["triple_empty_field"] += 1
             continue

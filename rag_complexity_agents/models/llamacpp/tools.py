@@ -12,7 +12,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import operator
 import re
 import uuid
 from collections.abc import Mapping, Sequence
@@ -133,11 +135,41 @@ def tool_call_text(call: Mapping[str, Any]) -> str:
     return json.dumps({"name": call.get("name", ""), "arguments": call.get("args") or {}})
 
 
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of arrays and objects read as JSON (json.loads recurses per level)."""
+MAX_INT_DIGITS = 640
+"""Longest JSON integer read as an ``int`` (longer ones become floats: ``int`` raises on
+thousands of digits and is quadratic below that)."""
+_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"?', re.DOTALL)
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_STEPS = bytes.maketrans(b"[]{}", b"\x02\x00\x02\x00")  # opening: +1, closing: -1 (minus 1)
+
+
+def _too_deep(text: str) -> bool:
+    """Whether the arrays and objects of a JSON-like text nest deeper than
+    :data:`MAX_JSON_DEPTH` (brackets inside strings do not count). Linear time."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return False
+    brackets = _NOT_BRACKETS.sub("", _JSON_STRING.sub("", text)).encode().translate(_STEPS)
+    steps = map(operator.sub, brackets, itertools.repeat(1))
+    return max(itertools.accumulate(steps), default=0) > MAX_JSON_DEPTH
+
+
+def _json_int(digits: str) -> int | float:
+    return int(digits) if len(digits) <= MAX_INT_DIGITS else float(digits)
+
+
 def read_tool_reply(text: str) -> tuple[str, list[ToolCall]]:
     """(content, tool calls) of a reply decoded under :func:`tool_choice_schema`'s grammar.
-    A reply cut off by the token limit keeps the answer text written so far."""
+    A reply cut off by the token limit keeps the answer text written so far. Total: any
+    string is read in linear time (too deep nesting is not parsed as JSON, see
+    :func:`_too_deep`); a non-string gives no content and no call."""
+    if not isinstance(text, str):
+        return "", []
     try:
-        data = json.loads(text)
+        if _too_deep(text):
+            raise json.JSONDecodeError("nested too deeply", text, 0)
+        data = json.loads(text, parse_int=_json_int)
     except json.JSONDecodeError:
         match = _ANSWER.search(text)
         if match is None:
