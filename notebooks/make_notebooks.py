@@ -447,12 +447,65 @@ for note in trace["notes"]:
     ),
 ]
 
+CHAT_APP = [
+    (
+        "md",
+        "# A chat app: the agent as a node of a `MessagesState` graph\n\n"
+        "A LangGraph chat app keeps its conversation in `messages`. A pipeline's graph from "
+        "`create_rag_agent` is a node of such an app as it is: it reads the last human "
+        "message as the question, rewrites a follow-up (\"And where was he born?\") as a "
+        "standalone question from the earlier turns, and appends its answer as an "
+        "`AIMessage`. A checkpointer keeps the thread between turns.",
+    ),
+    ("code", SETUP),
+    (
+        "code",
+        """\
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+from rag_complexity_agents import create_rag_agent
+
+# the demo collection; the 0.5B model rewrites follow-ups well enough, the 135M does not
+chat_config = config.with_overrides({"models.chat": "llamacpp:qwen2.5-0.5b"})
+agent = create_rag_agent(config=chat_config, pipeline="single_step")
+app = StateGraph(MessagesState)
+app.add_node("rag", agent)
+app.add_edge(START, "rag")
+app.add_edge("rag", END)
+chat_app = app.compile(checkpointer=InMemorySaver())
+thread = {"configurable": {"thread_id": "demo-chat"}}
+""",
+    ),
+    ("md", "## Two turns: a question, then a follow-up"),
+    (
+        "code",
+        """\
+for text in ["Who directed Spirited Away?", "And where was he born?"]:
+    state = chat_app.invoke({"messages": [HumanMessage(text)]}, thread)
+for message in state["messages"]:
+    print(f"{message.type:>5}: {message.content}")
+""",
+    ),
+    ("md", "## What the follow-up was asked as"),
+    (
+        "code",
+        """\
+run = agent.invoke({"messages": state["messages"][:-1]})
+print([note for note in run["trace"]["notes"] if "follow-up" in note])
+print("sources:", [source["title"] for source in run["sources"]])
+""",
+    ),
+]
+
 NOTEBOOKS = {
     "01_quickstart.ipynb": QUICKSTART,
     "02_langchain_app.ipynb": LANGCHAIN,
     "03_llamaindex_app.ipynb": LLAMAINDEX,
     "04_benchmarks.ipynb": BENCHMARKS,
     "05_drop_in.ipynb": DROP_IN,
+    "06_chat_app.ipynb": CHAT_APP,
 }
 
 

@@ -26,6 +26,7 @@ def test_notebooks_exist_and_have_no_outputs() -> None:
         "03_llamaindex_app.ipynb",
         "04_benchmarks.ipynb",
         "05_drop_in.ipynb",
+        "06_chat_app.ipynb",
     ]
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)
