@@ -22,9 +22,9 @@ from langgraph.managed import RemainingSteps
 from pydantic import Field
 from typing_extensions import TypedDict as TypedDictX  # pydantic's JSON schema needs it (3.11)
 
-from ..config.knobs import KNOBS, field_of
+from ..config.knobs import KNOBS, bounds, field_of
 from ..config.pipelines import LoopName, RetrievalName
-from ..types import Chunk, ScoredDoc
+from ..types import CITATION_KEYS, Chunk, ScoredDoc
 
 StopReason = Literal[
     "final_answer",
@@ -235,12 +235,9 @@ def _run_options() -> type:
     fields: dict[str, Any] = {}
     for knob in KNOBS:
         info = field_of(knob)
+        low, high = bounds(knob)
         alias = f" Paper symbol: {knob.symbol}." if knob.symbol else ""
-        described = Field(
-            description=f"{info.description or ''}{alias}",
-            ge=_bound(info, "ge"),
-            le=_bound(info, "le"),
-        )
+        described = Field(description=f"{info.description or ''}{alias}", ge=low, le=high)
         fields[knob.name] = Annotated[_without_none(info.annotation), described]
     make: Any = TypedDictX  # the functional form, with fields read from the knob table
     options: type = make("RunOptions", fields, total=False)
@@ -251,12 +248,6 @@ def _without_none(annotation: Any) -> Any:
     """``X | None`` → ``X`` (an absent knob is the unset one)."""
     args = [a for a in get_args(annotation) if a is not type(None)]
     return Union[tuple(args)] if args and type(None) in get_args(annotation) else annotation  # noqa: UP007
-
-
-def _bound(info: Any, name: str) -> Any:
-    return next(
-        (getattr(m, name) for m in info.metadata if getattr(m, name, None) is not None), None
-    )
 
 
 RunOptions = _run_options()
@@ -327,7 +318,7 @@ def sources_of(state: Mapping[str, Any], trace: Mapping[str, Any]) -> list[DocRe
     for record in state.get("retrievals") or []:
         for doc in record.get("docs") or []:
             texts.setdefault(str(doc.get("id")), str(doc.get("text") or ""))
-    keys = ("id", "doc_id", "title", "score", "source", "via")
+    keys = ("id", "doc_id", "title", "score", "source", "via", *CITATION_KEYS)
     sources = []
     for doc in trace.get("evidence") or []:
         source = {k: doc[k] for k in keys if k in doc}
