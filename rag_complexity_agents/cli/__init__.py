@@ -13,9 +13,11 @@ import typer
 
 from .adaptive import adaptive_app
 from .ask import ask
+from .common import DEBUG_ENV
 from .corpus import index, info
 from .eval import eval_app
 from .grade import grade_app
+from .html import render
 from .rc import rc_app
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -27,9 +29,22 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+
+
+@app.callback()
+def _global_options(
+    debug: bool = typer.Option(
+        False, "--debug", help="Show the traceback of an unexpected error (or RCA_DEBUG=1)."
+    ),
+) -> None:
+    if debug:
+        os.environ[DEBUG_ENV] = "1"
+
+
 app.command()(index)
 app.command()(ask)
 app.command()(info)
+app.command()(render)
 app.add_typer(eval_app, name="eval")
 app.add_typer(rc_app, name="rc")
 app.add_typer(grade_app, name="grade")
