@@ -8,6 +8,10 @@ from typing import Any, Literal
 
 Provenance = Literal["first_stage", "neighbour", "backfill"]
 
+#: Chunk metadata that places a passage inside its file (a PDF page, an HTML section, a CSV
+#: row); traces carry them so that citations can name the place.
+CITATION_KEYS = ("page", "section", "row")
+
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
@@ -56,6 +60,7 @@ class ScoredDoc:
             "rank": self.rank,
             "batch": self.batch,
             "via": self.via,
+            **{k: self.chunk.metadata[k] for k in CITATION_KEYS if k in self.chunk.metadata},
             **self.extra,
         }
 

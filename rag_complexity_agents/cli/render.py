@@ -17,6 +17,18 @@ def _titles(trace: dict[str, Any]) -> dict[str, str]:
     return titles
 
 
+#: How a citation names a passage's place in its file (see ``types.CITATION_KEYS``).
+_PLACES = (("page", "p. "), ("section", "§ "), ("row", "row "))
+
+
+def _cited(doc: dict[str, Any]) -> str:
+    """A passage's title with its place in the file, e.g. "report, p. 3"."""
+    for key, label in _PLACES:
+        if doc.get(key) not in (None, ""):
+            return f"{doc.get('title')}, {label}{doc[key]}"
+    return str(doc.get("title"))
+
+
 def _provenance(doc: dict[str, Any], titles: dict[str, str]) -> str:
     source = doc.get("source") or "?"
     if source == "neighbour":
@@ -62,13 +74,13 @@ def print_trace(question: str, answer: str, trace: dict[str, Any]) -> None:
                 )
         for number, doc in enumerate(retrieval.get("evidence") or [], start=1):
             typer.echo(
-                f"     [{number}] {doc.get('title')} ({_provenance(doc, titles)}, score "
+                f"     [{number}] {_cited(doc)} ({_provenance(doc, titles)}, score "
                 f"{float(doc.get('score') or 0.0):.3f})"
             )
     mer = trace.get("mer")
     if mer:
         typer.secho("\nMER:", bold=True)
-        evidence = ", ".join(str(d.get("title")) for d in mer.get("evidence") or [])
+        evidence = "; ".join(_cited(d) for d in mer.get("evidence") or [])
         typer.echo(f"  evidence (l={mer.get('l')}): {evidence or '—'}")
         reasoning = " ".join(str(mer.get("output", "")).split())
         typer.echo(f"  output: {reasoning[:300]}{'…' if len(reasoning) > 300 else ''}")
