@@ -15,6 +15,8 @@ stays cheap); other modules are internal::
   (:data:`KNOBS`) by name or paper symbol; :func:`rag_components` — the objects behind it;
 * :class:`SunarLangChainRetriever`, :func:`as_runnable`, :func:`as_tool` — LangChain;
   :class:`SunarLlamaIndexRetriever`, :class:`RCAQueryEngine` — LlamaIndex;
+* :func:`packaged_chat_model` — a packaged chat model run in-process (``llm=`` takes it, any
+  LangChain chat model or a LlamaIndex LLM);
 * :class:`Config` — every knob (``Config.preset("paper")``, ``Config.from_env()``);
   :class:`Trace` — what a run's ``trace`` holds;
 * :func:`retrieval_complexity` — how hard a question is for retrieval (RRCP);
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
     from .integrations.core import rag_components
     from .integrations.langchain import SunarLangChainRetriever, as_runnable, as_tool
     from .integrations.llamaindex import RCAQueryEngine, SunarLlamaIndexRetriever
+    from .models.chat import packaged_chat_model
 
 _EXPORTS: dict[str, str] = {
     "create_rag_agent": ".api",
@@ -53,6 +56,7 @@ _EXPORTS: dict[str, str] = {
     "as_tool": ".integrations.langchain",
     "SunarLlamaIndexRetriever": ".integrations.llamaindex",
     "RCAQueryEngine": ".integrations.llamaindex",
+    "packaged_chat_model": ".models.chat",
     "retrieval_complexity": ".complexity.rrcp",
     "RCAError": ".errors",
     "ConfigError": ".errors",
@@ -75,6 +79,7 @@ __all__ = [
     "as_runnable",
     "as_tool",
     "create_rag_agent",
+    "packaged_chat_model",
     "rag_components",
     "retrieval_complexity",
 ]

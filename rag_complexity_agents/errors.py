@@ -44,3 +44,8 @@ class InputError(RCAError):
 class MissingDependency(RCAError):
     """An optional library (torch, transformers, sentence-transformers, llama.cpp) that a
     feature needs is not installed."""
+
+
+class RunCancelled(RCAError):
+    """The run was cancelled (its API client or the server stopped it): raised before the
+    next model call, so the thread running it stops instead of working for nobody."""

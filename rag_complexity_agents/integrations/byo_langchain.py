@@ -20,7 +20,14 @@ import numpy as np
 from ..config import Config
 from ..errors import InputError
 from ..types import Chunk
-from .external import ByoComponents, NeighbourMode, SearchFn, build_components, make_chunk
+from .external import (
+    ByoComponents,
+    Listing,
+    NeighbourMode,
+    SearchFn,
+    build_components,
+    make_chunk,
+)
 from .neighbours import ChromaSource, LangChainSource, NeighbourSource
 
 __all__ = [
@@ -40,10 +47,14 @@ def chunk_from_langchain(doc: Any) -> Chunk:
     )
 
 
-def _langchain_listing(source: Any) -> tuple[list[Chunk], np.ndarray | None]:
+def _langchain_listing(source: Any) -> Listing | None:
+    """The documents (and vectors) a store or retriever exposes; None when it cannot list
+    them (an empty list when it can and holds none)."""
+    from langchain_core.vectorstores import InMemoryVectorStore
+
     store = getattr(source, "vectorstore", None) or source
     records = getattr(store, "store", None)
-    if isinstance(records, dict) and records:  # InMemoryVectorStore
+    if isinstance(records, dict) and (records or isinstance(store, InMemoryVectorStore)):
         chunks, vectors = [], []
         for key, rec in records.items():
             chunks.append(
@@ -52,7 +63,7 @@ def _langchain_listing(source: Any) -> tuple[list[Chunk], np.ndarray | None]:
                 )
             )
             vectors.append(rec.get("vector"))
-        ok = all(v is not None for v in vectors)
+        ok = bool(vectors) and all(v is not None for v in vectors)
         return chunks, np.asarray(vectors, dtype=np.float32) if ok else None
     getter = getattr(store, "get", None)
     if callable(getter) and hasattr(store, "_collection"):  # langchain_chroma.Chroma
@@ -64,11 +75,30 @@ def _langchain_listing(source: Any) -> tuple[list[Chunk], np.ndarray | None]:
         ]
         embeddings = data.get("embeddings")
         matrix = np.asarray(embeddings, dtype=np.float32) if embeddings is not None else None
-        return chunks, matrix if matrix is not None and len(matrix) == len(chunks) else None
+        ok = matrix is not None and len(chunks) > 0 and len(matrix) == len(chunks)
+        return chunks, matrix if ok else None
     docs = getattr(source, "docs", None)
     if isinstance(docs, list):
         return [chunk_from_langchain(d) for d in docs], None
-    return [], None
+    return None
+
+
+def _scored_search(store: Any) -> SearchFn:
+    """Search a VectorStore with its own relevance scores: the store's distance or
+    similarity through its relevance function, as LangChain's
+    ``similarity_search_with_relevance_scores`` computes them, without that method's warning
+    (which prints every returned document) when a store's distances fall outside [0, 1], as
+    L2 distances of unnormalised vectors do. A store without a relevance function gives
+    rank-based scores."""
+
+    def search(query: str, k: int) -> list[tuple[Chunk, float | None]]:
+        try:
+            pairs = store._similarity_search_with_relevance_scores(query, k=k)
+        except NotImplementedError:
+            return [(chunk_from_langchain(d), None) for d in store.similarity_search(query, k=k)]
+        return [(chunk_from_langchain(d), float(s)) for d, s in pairs]
+
+    return search
 
 
 def langchain_search(source: Any) -> SearchFn:
@@ -77,17 +107,7 @@ def langchain_search(source: Any) -> SearchFn:
     from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 
     if isinstance(source, VectorStore):
-
-        def search_store(query: str, k: int) -> list[tuple[Chunk, float | None]]:
-            try:
-                pairs = source.similarity_search_with_relevance_scores(query, k=k)
-                return [(chunk_from_langchain(d), float(s)) for d, s in pairs]
-            except NotImplementedError:
-                return [
-                    (chunk_from_langchain(d), None) for d in source.similarity_search(query, k=k)
-                ]
-
-        return search_store
+        return _scored_search(source)
     if isinstance(source, VectorStoreRetriever):
 
         def search_vs_retriever(query: str, k: int) -> list[tuple[Chunk, float | None]]:
@@ -155,10 +175,11 @@ def from_langchain(
             neighbour_cache=neighbour_cache,
             embeddings=embeddings,
         )
+    listing = _langchain_listing(source) if documents is None else None
     if documents is not None:
         listed, vectors = [chunk_from_langchain(d) for d in documents], None
     else:
-        listed, vectors = _langchain_listing(source)
+        listed, vectors = listing or ([], None)
     return build_components(
         langchain_search(source),
         listed,
@@ -167,4 +188,5 @@ def from_langchain(
         use_store_vectors=use_store_vectors,
         name=f"langchain:{type(source).__name__}",
         embeddings=embeddings,
+        relist=(lambda: _langchain_listing(source)) if listing is not None else None,
     )

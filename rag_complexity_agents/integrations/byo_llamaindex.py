@@ -23,6 +23,7 @@ from ..errors import InputError
 from ..types import Chunk
 from .external import (
     ByoComponents,
+    Listing,
     NeighbourMode,
     SearchFn,
     build_components,
@@ -31,7 +32,7 @@ from .external import (
 )
 from .neighbours import LlamaIndexSource
 
-__all__ = ["chunk_from_llamaindex", "from_llamaindex", "llamaindex_search"]
+__all__ = ["chunk_from_llamaindex", "from_llamaindex", "index_embed_model", "llamaindex_search"]
 
 
 def chunk_from_llamaindex(node: Any) -> Chunk:
@@ -45,15 +46,20 @@ def chunk_from_llamaindex(node: Any) -> Chunk:
     return make_chunk(text, id=getattr(node, "node_id", None), metadata=meta)
 
 
-def _llamaindex_listing(source: Any) -> tuple[list[Chunk], np.ndarray | None]:
+def _llamaindex_listing(source: Any) -> Listing | None:
+    """The nodes (and vectors) of an index or a retriever's index from its docstore: an
+    empty list for an index with no nodes yet; None when there is nothing to list from (no
+    docstore, or an empty one in front of a vector store it does not mirror)."""
     index = source if hasattr(source, "as_retriever") else getattr(source, "_index", None)
     docstore = getattr(index, "docstore", None) or getattr(source, "_docstore", None)
     docs = getattr(docstore, "docs", None)
-    if not docs:
-        return [], None
-    chunks = [chunk_from_llamaindex(node) for node in docs.values()]
     data = getattr(getattr(index, "vector_store", None), "data", None)
     table = getattr(data, "embedding_dict", None)
+    if not isinstance(docs, dict):
+        return None
+    if not docs:  # empty, or the nodes live in a vector store the docstore does not mirror
+        return ([], None) if isinstance(table, dict) and not table else None
+    chunks = [chunk_from_llamaindex(node) for node in docs.values()]
     if isinstance(table, dict) and all(c.id in table for c in chunks):
         return chunks, np.asarray([table[c.id] for c in chunks], dtype=np.float32)
     return chunks, None
@@ -84,6 +90,20 @@ def llamaindex_search(source: Any) -> SearchFn:
     raise InputError(f"expected a LlamaIndex retriever or index, got {type(source).__name__}")
 
 
+def index_embed_model(source: Any) -> Any:
+    """The embedding model a LlamaIndex index (or its retriever) embeds queries with, if it
+    exposes one."""
+    for name in ("_embed_model", "embed_model"):
+        try:
+            found = getattr(source, name, None)
+        except (AttributeError, NotImplementedError, ValueError):
+            found = None
+        if found is not None:
+            ours = getattr(found, "rca_embedder", None)  # our RCAEmbedding: its embedder
+            return ours() if callable(ours) else found
+    return None
+
+
 def from_llamaindex(
     source: Any,
     *,
@@ -100,8 +120,12 @@ def from_llamaindex(
     index's docstore. ``neighbours="on_demand"`` (an index only) asks its vector store for
     neighbours instead of building the graph; ``neighbour_cache``/``cache_key`` as in
     :func:`~rag_complexity_agents.integrations.byo_langchain.from_langchain`. ``embeddings``
-    (a LlamaIndex ``BaseEmbedding`` such as the index's ``embed_model``, or a LangChain
-    ``Embeddings``) replace ``models.embedding``."""
+    (a LlamaIndex ``BaseEmbedding`` or a LangChain ``Embeddings``) replace
+    ``models.embedding``; by default the index's own ``embed_model`` does, so documents are
+    scored in the space the index was built in. An index with no nodes yet is waited for
+    (see :mod:`~rag_complexity_agents.integrations.external`)."""
+    if embeddings is None:
+        embeddings = index_embed_model(source)
     if neighbours == "on_demand":
         if not hasattr(source, "vector_store"):
             raise InputError(
@@ -118,10 +142,11 @@ def from_llamaindex(
             neighbour_cache=neighbour_cache,
             embeddings=embeddings,
         )
+    listing = _llamaindex_listing(source) if nodes is None else None
     if nodes is not None:
         listed, vectors = [chunk_from_llamaindex(n) for n in nodes], None
     else:
-        listed, vectors = _llamaindex_listing(source)
+        listed, vectors = listing or ([], None)
     return build_components(
         llamaindex_search(source),
         listed,
@@ -130,4 +155,6 @@ def from_llamaindex(
         use_store_vectors=use_store_vectors,
         name=f"llamaindex:{type(source).__name__}",
         embeddings=embeddings,
+        relist=(lambda: _llamaindex_listing(source)) if listing is not None else None,
+        documents_arg="nodes= (from_llamaindex) or documents= (create_rag_agent)",
     )

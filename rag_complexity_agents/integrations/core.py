@@ -32,6 +32,7 @@ from ..errors import ConfigError, InputError
 from ..types import ScoredDoc
 from .byo_langchain import from_langchain
 from .byo_llamaindex import from_llamaindex
+from .chat_models import as_chat_model
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -92,7 +93,8 @@ def rag_components(
 ) -> Components:
     """:class:`~rag_complexity_agents.components.Components` from your objects.
 
-    ``llm``: any LangChain ``BaseChatModel`` (default: ``models.chat``). ``embeddings``: a
+    ``llm``: any LangChain ``BaseChatModel`` or LlamaIndex LLM (default: ``models.chat``;
+    anything else raises InputError here). ``embeddings``: a
     LangChain ``Embeddings`` or LlamaIndex ``BaseEmbedding`` (default: your store's own, else
     ``models.embedding``). The first stage is, in this order: ``vectorstore`` (a LangChain
     ``VectorStore``), ``retriever`` (a LangChain ``BaseRetriever`` or a LlamaIndex
@@ -102,6 +104,7 @@ def rag_components(
     ``cpu`` preset; ``Config.preset("paper")`` for the paper's sizes). ``knobs``: any knob of
     :mod:`~rag_complexity_agents.config.knobs`, by name or paper symbol.
     """
+    llm = as_chat_model(llm)  # a LlamaIndex LLM becomes a chat model; a wrong object fails here
     sources = [s for s in (vectorstore, retriever, index) if s is not None]
     if len(sources) > 1:
         raise InputError("pass one first stage: vectorstore=, retriever= or index=")

@@ -24,6 +24,10 @@ How the user's documents become a corpus:
   ``vectorstore``, a LlamaIndex index's docstore). When the store exposes its own vectors
   the graph uses them (``use_store_vectors``); otherwise our embedder encodes the documents.
   A store whose documents cannot be listed raises CorpusError asking for ``documents=``;
+* a store that lists no documents yet (an empty Chroma collection, an empty index) still
+  gives components: its searches find nothing, :meth:`ByoComponents.empty_store_note` says
+  so (an agent then answers "not found" with that note), and the store is listed again
+  until documents arrive, when the graph is built over them;
 * documents returned later that were not listed join the corpus on the fly (scored by our
   embedder) but have no graph neighbours (``trace["graph"]["unknown_ids"]`` counts them);
 * a store that returns nothing gives an empty ranking (and an empty result, no error).
@@ -58,6 +62,8 @@ __all__ = [
     "ByoComponents",
     "ExternalCorpus",
     "ExternalFirstStage",
+    "Lister",
+    "Listing",
     "NeighbourMode",
     "SearchFn",
     "build_components",
@@ -67,6 +73,10 @@ __all__ = [
 ]
 
 SearchFn = Callable[[str, int], Sequence[tuple[Chunk, float | None]]]
+#: A store's documents and, when it exposes them, their vectors (one row per document).
+Listing = tuple[list[Chunk], np.ndarray | None]
+#: Lists a store's documents again; None when the store cannot list them.
+Lister = Callable[[], Listing | None]
 NeighbourMode = Literal["graph", "on_demand"]
 #: The collection size reported for an on-demand store that cannot count its documents.
 UNKNOWN_SIZE = 2**31 - 1
@@ -109,25 +119,59 @@ class ExternalCorpus:
         store_vectors: np.ndarray | None = None,
         name: str = "external",
         size: int | None = None,
+        relist: Lister | None = None,
+        use_store_vectors: bool = True,
     ) -> None:
         self.name = name
         self.embedder = embedder
         self.graph_k = graph_k
         self._chunks: dict[str, Chunk] = {}
-        for chunk in chunks:
-            self._chunks.setdefault(chunk.id, chunk)
-        self._listed = list(self._chunks)
-        if store_vectors is not None and len(store_vectors) != len(self._listed):
-            store_vectors = None  # duplicates were dropped: fall back to our embedder
-        self._store_vectors = store_vectors
+        self._listed: list[str] = []
+        self._store_vectors: np.ndarray | None = None
         self._vectors: dict[str, np.ndarray] = {}
         self._graph: InMemoryNeighbourGraph | OnDemandGraph | None = None
         self._lock = threading.RLock()
         self._size = size
+        self._relist = relist
+        self._use_store_vectors = use_store_vectors
+        self.graph_source = "embedder"
+        self._take(list(chunks), store_vectors)
+
+    def _take(self, chunks: list[Chunk], store_vectors: np.ndarray | None) -> None:
+        """Make ``chunks`` the listed documents (the graph is built over them)."""
+        for chunk in chunks:
+            self._chunks.setdefault(chunk.id, chunk)
+        self._listed = list(dict.fromkeys(c.id for c in chunks))
+        if store_vectors is not None and len(store_vectors) != len(self._listed):
+            store_vectors = None  # duplicates were dropped: fall back to our embedder
+        self._store_vectors = store_vectors
         self.graph_source = "store" if store_vectors is not None else "embedder"
 
+    @property
+    def pending(self) -> bool:
+        """Whether the store listed fewer than two documents and may be listed again."""
+        return self._relist is not None and len(self._listed) < 2 and self._graph is None
+
+    def refresh(self) -> None:
+        """List a pending store again (documents may have been added since)."""
+        with self._lock:
+            if not self.pending or self._relist is None:
+                return
+            listing = self._relist()
+            if listing and len(listing[0]) > len(self._listed):
+                chunks, vectors = listing
+                self._take(chunks, vectors if self._use_store_vectors else None)
+
+    def is_empty(self) -> bool:
+        """Whether a pending store still has no documents at all (listed again first)."""
+        self.refresh()
+        return self.pending and not self._chunks
+
     def __len__(self) -> int:
-        """Documents known here, or the store's size when neighbours come on demand."""
+        """Documents known here, or the store's size when neighbours come on demand (unknown
+        while a pending store waits for documents)."""
+        if self.pending:
+            return UNKNOWN_SIZE
         return max(len(self._chunks), self._size or 0)
 
     def use_on_demand(self, source: NeighbourSource, cache_path: str | Path | None) -> None:
@@ -168,8 +212,13 @@ class ExternalCorpus:
             return np.stack([self._vectors[i] for i in chunk_ids])
 
     @property
-    def graph(self) -> InMemoryNeighbourGraph | OnDemandGraph:
+    def graph(self) -> InMemoryNeighbourGraph | OnDemandGraph | PendingGraph:
+        """The neighbourhood graph over the listed documents (built on first use); for a
+        pending store, a :class:`PendingGraph` that builds it once documents arrive."""
         with self._lock:
+            self.refresh()
+            if self.pending:
+                return PendingGraph(self)
             if self._graph is None:
                 if len(self._listed) < 2:
                     raise CorpusError(
@@ -182,6 +231,21 @@ class ExternalCorpus:
                     vectors = self.vectors(self._listed)
                 self._graph = InMemoryNeighbourGraph(self._listed, vectors, self.graph_k)
             return self._graph
+
+
+class PendingGraph:
+    """The graph of a store that had no documents when it was wrapped: asks the corpus
+    again on each look-up, so neighbours appear once the store has documents (until then a
+    look-up raises CorpusError, which NAR counts as a document without neighbours)."""
+
+    def __init__(self, corpus: ExternalCorpus) -> None:
+        self.corpus = corpus
+
+    def neighbours(self, doc_id: str, n: int) -> list[tuple[str, float]]:
+        graph = self.corpus.graph
+        if isinstance(graph, PendingGraph):
+            raise CorpusError(f"the store {self.corpus.name} has too few documents for a graph")
+        return list(graph.neighbours(doc_id, n))
 
 
 class ExternalFirstStage:
@@ -230,6 +294,16 @@ class ByoComponents(Components):
     def first_stage(self) -> ExternalFirstStage:
         return self._first_stage
 
+    def empty_store_note(self) -> str | None:
+        """A note while the user's store has no documents (it was empty when wrapped and
+        still is), else None: an agent over it answers "not found" until documents arrive."""
+        if not self._corpus.is_empty():
+            return None
+        return (
+            f"the store {self._corpus.name} has no documents yet, so nothing can be found: "
+            "the answer is 'not found' until documents are added to the store"
+        )
+
 
 def _embedder(config: Config, embeddings: Any = None) -> Any:
     """The user's embedding object as an Embedder, else the one ``models.embedding`` names."""
@@ -249,9 +323,13 @@ def build_components(
     source: NeighbourSource | None = None,
     neighbour_cache: str | Path | None = None,
     embeddings: Any = None,
+    relist: Lister | None = None,
+    documents_arg: str = "documents=",
 ) -> ByoComponents:
     """Components over ``search``; the graph over ``listed``, or on demand from ``source``;
-    ``embeddings`` (the user's) replace ``models.embedding``."""
+    ``embeddings`` (the user's) replace ``models.embedding``. ``relist`` lists the store
+    again: with it, a store that listed nothing yet is waited for instead of refused (see
+    the module doc); ``documents_arg`` is how the refusal names the caller's argument."""
     cfg = config or Config()
     embedder = _embedder(cfg, embeddings)
     if source is not None:
@@ -262,10 +340,10 @@ def build_components(
         cache = neighbour_cache or Path(cfg.corpus.home) / "neighbours.sqlite"
         corpus.use_on_demand(source, cache)
         return _parts(cfg, corpus, search, name, injected=embeddings is not None)
-    if not listed:
+    if not listed and relist is None:
         raise CorpusError(
-            f"cannot list the documents of {name}; pass documents= (LangChain) or nodes= "
-            "(LlamaIndex) with the store's documents so that the neighbourhood graph can be built"
+            f"cannot list the documents of {name}; pass {documents_arg} with the store's "
+            "documents so that the neighbourhood graph can be built"
         )
     corpus = ExternalCorpus(
         listed,
@@ -273,6 +351,8 @@ def build_components(
         graph_k=cfg.graph.k,
         store_vectors=vectors if use_store_vectors else None,
         name=name,
+        relist=relist,
+        use_store_vectors=use_store_vectors,
     )
     return _parts(cfg, corpus, search, name, injected=embeddings is not None)
 

@@ -12,8 +12,14 @@ embedding model.
   a ``QueryEngineTool``.
 * :class:`LangChainChatLLM` — any LangChain chat model (by default our packaged llama.cpp
   model from ``models.chat``) as a LlamaIndex LLM, so response synthesizers run offline.
+* :class:`LlamaIndexChatModel` — the other way round: a LlamaIndex LLM as a LangChain chat
+  model, which is how ``llm=`` takes a LlamaIndex LLM everywhere.
 * :class:`RCAEmbedding` — our embedder as a LlamaIndex embedding model (offline
   ``VectorStoreIndex``).
+
+LlamaIndex's own defaults count: without ``llm=`` / ``embeddings=``, the entry points here use
+``Settings.llm`` and ``Settings.embed_model`` when the app set them (:func:`settings_llm`,
+:func:`settings_embed_model`); a store's own embedding model still comes first.
 
 ``k < 1`` raises InputError; ``k`` beyond what the strategy ranks returns everything it
 ranked; a query with no first-stage hit returns ``[]``.
@@ -26,21 +32,9 @@ from collections.abc import Sequence
 from typing import Any, Unpack
 
 from llama_index.core.base.base_retriever import BaseRetriever
-from llama_index.core.base.embeddings.base import BaseEmbedding
-from llama_index.core.base.llms.types import (
-    ChatMessage,
-    ChatResponse,
-    ChatResponseGen,
-    CompletionResponse,
-    CompletionResponseGen,
-    LLMMetadata,
-    MessageRole,
-)
 from llama_index.core.base.response.schema import Response
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import Field
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
-from llama_index.core.llms.custom import CustomLLM
 from llama_index.core.query_engine import CustomQueryEngine
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
@@ -49,18 +43,59 @@ from ..components import Components
 from ..config import Config
 from ..config.knobs import RetrieverKnobValues
 from ..config.pipelines import DEFAULT_PIPELINE
-from ..models.calls import call_chat
-from ..models.chat import load_chat_model
-from ..models.embeddings import as_embedder, load_embedder
 from ..types import RunResult, ScoredDoc
 from .core import (
     RetrievalAdapter,
     Strategy,
+    _store_embeddings,
     check_k,
     doc_metadata,
     rag_components,
     resolve_graph,
 )
+from .llamaindex_llm import LangChainChatLLM, LlamaIndexChatModel, RCAEmbedding
+
+
+def settings_llm() -> Any:
+    """The LLM the app set on ``llama_index.core.Settings``, else None. Read from the private
+    field: reading ``Settings.llm`` unset would build LlamaIndex's OpenAI default. A
+    ``MockLLM`` is what LlamaIndex puts there when LLMs are turned off
+    (``Settings.llm = None``), so it counts as unset."""
+    from llama_index.core import Settings
+    from llama_index.core.llms.mock import MockLLM
+
+    llm = getattr(Settings, "_llm", None)
+    return None if llm is None or type(llm) is MockLLM else llm
+
+
+def settings_embed_model(config: Config | None = None) -> Any:
+    """The embedding model the app set on ``llama_index.core.Settings``, else None (read
+    like :func:`settings_llm`; the ``MockEmbedding`` of ``Settings.embed_model = None`` and an
+    :class:`RCAEmbedding` of ``config``'s own ``models.embedding`` count as unset)."""
+    from llama_index.core import Settings
+    from llama_index.core.embeddings.mock_embed_model import MockEmbedding
+
+    model = getattr(Settings, "_embed_model", None)
+    if model is None or type(model) is MockEmbedding:
+        return None
+    if isinstance(model, RCAEmbedding):
+        spec = (config or Config()).models.embedding
+        return None if model.spec == spec else model.rca_embedder()
+    return model
+
+
+def _with_settings(
+    llm: Any, embeddings: Any, sources: Sequence[Any], config: Config | None
+) -> tuple[Any, Any]:
+    """``llm`` / ``embeddings``, else LlamaIndex's ``Settings`` ones; the Settings embedding
+    model only when the first stage has no embedding model of its own."""
+    if llm is None:
+        llm = settings_llm()
+    if embeddings is None:
+        source = next((s for s in sources if s is not None), None)
+        if source is None or _store_embeddings(source) is None:
+            embeddings = settings_embed_model(config)
+    return llm, embeddings
 
 
 def to_node(
@@ -112,7 +147,12 @@ class SunarLlamaIndexRetriever(BaseRetriever):
         ``components`` (e.g. :func:`~.byo_llamaindex.from_llamaindex`) replace both. Your
         objects go in as for :func:`~rag_complexity_agents.create_rag_agent`: ``llm``,
         ``embeddings``, the first stage as ``index`` / ``retriever`` (LlamaIndex or
-        LangChain) / ``vectorstore``, and knobs by name or symbol (``budget``/``c``, …)."""
+        LangChain) / ``vectorstore``, and knobs by name or symbol (``budget``/``c``, …).
+        Without ``llm`` / ``embeddings``, LlamaIndex's ``Settings`` ones are used when set."""
+        if components is None:
+            llm, embeddings = _with_settings(
+                llm, embeddings, (vectorstore, retriever, index), config
+            )
         parts = components or rag_components(
             config=config,
             collection=collection,
@@ -192,8 +232,13 @@ class RCAQueryEngine(CustomQueryEngine):
     ) -> RCAQueryEngine:
         """``graph``: a pipeline's name (default: the default pipeline) or a compiled graph.
         Your objects go in as for :func:`~rag_complexity_agents.create_rag_agent`: ``llm``,
-        ``embeddings`` and the first stage as ``index`` / ``retriever`` / ``vectorstore``;
+        ``embeddings`` and the first stage as ``index`` / ``retriever`` / ``vectorstore``
+        (without ``llm`` / ``embeddings``, LlamaIndex's ``Settings`` ones when set);
         ``options`` are per-run knobs."""
+        if components is None:
+            llm, embeddings = _with_settings(
+                llm, embeddings, (vectorstore, retriever, index), config
+            )
         parts = components or rag_components(
             llm,
             embeddings=embeddings,
@@ -235,124 +280,14 @@ class RCAQueryEngine(CustomQueryEngine):
         return self._response(await arun_graph(self.graph, query_str, options=self.options))
 
 
-def _lc_messages(messages: Sequence[ChatMessage]) -> list[tuple[str, str]]:
-    roles = {
-        MessageRole.SYSTEM: "system",
-        MessageRole.USER: "human",
-        MessageRole.ASSISTANT: "ai",
-    }
-    return [(roles.get(m.role, "human"), m.content or "") for m in messages]
-
-
-class LangChainChatLLM(CustomLLM):
-    """A LangChain chat model as a LlamaIndex LLM (chat and completion, sync; async runs the
-    sync call in a thread). Without ``chat`` it loads ``models.chat`` of ``config``."""
-
-    max_tokens: int = Field(default=128, description="Tokens generated per call.")
-    context_window: int = Field(default=4096)
-    model_name: str = Field(default="rca-chat")
-    _chat: Any = PrivateAttr(default=None)
-
-    def __init__(self, chat: Any = None, *, config: Config | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        if chat is None:
-            cfg = config or Config()
-            chat = load_chat_model(cfg.models.chat, cfg.models, cfg.models.home)
-            if "context_window" not in kwargs:
-                self.context_window = cfg.models.n_ctx
-        self._chat = chat
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "rca_langchain_chat_llm"
-
-    @property
-    def metadata(self) -> LLMMetadata:
-        return LLMMetadata(
-            context_window=self.context_window,
-            num_output=self.max_tokens,
-            is_chat_model=True,
-            model_name=self.model_name,
-        )
-
-    def _call(self, messages: list[tuple[str, str]]) -> str:
-        return call_chat(self._chat, messages, max_tokens=self.max_tokens).text
-
-    @llm_chat_callback()
-    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        text = self._call(_lc_messages(messages))
-        return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text))
-
-    @llm_completion_callback()
-    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        return CompletionResponse(text=self._call([("human", prompt)]))
-
-    @llm_completion_callback()
-    def stream_complete(
-        self, prompt: str, formatted: bool = False, **kwargs: Any
-    ) -> CompletionResponseGen:
-        text = self._call([("human", prompt)])
-
-        def gen() -> CompletionResponseGen:
-            yield CompletionResponse(text=text, delta=text)
-
-        return gen()
-
-    @llm_chat_callback()
-    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
-        text = self._call(_lc_messages(messages))
-
-        def gen() -> ChatResponseGen:
-            yield ChatResponse(
-                message=ChatMessage(role=MessageRole.ASSISTANT, content=text), delta=text
-            )
-
-        return gen()
-
-
-class RCAEmbedding(BaseEmbedding):
-    """Our embedder (default: packaged all-MiniLM-L6-v2) as a LlamaIndex embedding model;
-    :meth:`from_embeddings` wraps any embedder or LangChain ``Embeddings`` instead."""
-
-    spec: str = Field(default="packaged:all-minilm-l6-v2")
-    _embedder: Any = PrivateAttr(default=None)
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "rca_embedding"
-
-    @classmethod
-    def from_embeddings(cls, embeddings: Any, **kwargs: Any) -> RCAEmbedding:
-        """A LlamaIndex embedding model over ``embeddings`` (a LangChain ``Embeddings`` or an
-        :class:`~rag_complexity_agents.models.base.Embedder`), e.g. to build a
-        ``VectorStoreIndex`` with the same model as a LangChain app."""
-        model = cls(spec=f"external:{type(embeddings).__name__}", **kwargs)
-        model._embedder = as_embedder(embeddings)
-        return model
-
-    def _encode(self, texts: list[str]) -> list[list[float]]:
-        if self._embedder is None:
-            self._embedder = load_embedder(self.spec)
-        return [[float(x) for x in row] for row in self._embedder.encode(texts)]
-
-    def _get_query_embedding(self, query: str) -> list[float]:
-        return self._encode([query])[0]
-
-    async def _aget_query_embedding(self, query: str) -> list[float]:
-        return self._get_query_embedding(query)
-
-    def _get_text_embedding(self, text: str) -> list[float]:
-        return self._encode([text])[0]
-
-    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-        return self._encode(list(texts)) if texts else []
-
-
 __all__ = [
     "LangChainChatLLM",
+    "LlamaIndexChatModel",
     "RCAEmbedding",
     "RCAQueryEngine",
     "SunarLlamaIndexRetriever",
     "evidence_nodes",
+    "settings_embed_model",
+    "settings_llm",
     "to_node",
 ]

@@ -9,27 +9,109 @@ flattening, token accounting and error translation exist once:
   (``ChatOllama`` rejects unknown call arguments and calls the length ``num_predict``), so
   they are called on a copy with the matching field set; a model with neither gets them as
   call arguments.
-* **Text.** A reply's content (a string or a list of content blocks) is flattened to text.
+* **Text.** A reply's content (a string or a list of content blocks) is flattened to text,
+  and a reasoning model's ``<think>…</think>`` block before the answer is dropped
+  (:func:`strip_reasoning`).
 * **Usage.** Input/output tokens come from ``usage_metadata`` when the model reports it.
 * **Errors.** Our own errors pass through; anything else the backend raises becomes a
-  :class:`~rag_complexity_agents.errors.ModelCallError` that says what to check.
+  :class:`~rag_complexity_agents.errors.ModelCallError` that says what to check (for a
+  server that cannot be reached: which host).
+* **Notes.** What the run should know about a call (a prompt longer than an Ollama model's
+  context, a reply cut inside its reasoning) is recorded once per text with
+  :func:`record_note` into the innermost :func:`call_notes` block, which the loop scaffold
+  opens around every graph node and adds to the run's notes.
+* **Cancellation.** Every call first checks that its run was not cancelled
+  (:func:`check_cancelled`, under the event of :func:`cancel_on`), so a cancelled run's
+  thread stops before its next model call.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
-from ..errors import ModelCallError, RCAError
+from ..errors import ModelCallError, RCAError, RunCancelled
+from .chat import connection_hint, ollama_context_note
 from .llamacpp import LlamaCppChatModel, MessagesInput, to_messages
 from .llamacpp.messages import reply_text
 
 _LENGTH_FIELDS = ("num_predict", "max_tokens", "max_new_tokens")
+
+_NOTES: ContextVar[list[str] | None] = ContextVar("rca_call_notes", default=None)
+_CANCEL: ContextVar[threading.Event | None] = ContextVar("rca_cancel", default=None)
+
+
+@contextmanager
+def cancel_on(event: threading.Event) -> Iterator[threading.Event]:
+    """Model calls made inside the block (and in threads that copy its context, such as a
+    nested graph's nodes) raise RunCancelled once ``event`` is set: a cancelled run stops
+    before its next model call."""
+    token = _CANCEL.set(event)
+    try:
+        yield event
+    finally:
+        _CANCEL.reset(token)
+
+
+def check_cancelled() -> None:
+    """Raise RunCancelled when the current run was cancelled (:func:`cancel_on`)."""
+    event = _CANCEL.get()
+    if event is not None and event.is_set():
+        raise RunCancelled("the run was cancelled; it stopped before its next model call")
+
+
+@contextmanager
+def call_notes() -> Iterator[list[str]]:
+    """A fresh list of the notes recorded by the calls made inside the block."""
+    notes: list[str] = []
+    token = _NOTES.set(notes)
+    try:
+        yield notes
+    finally:
+        _NOTES.reset(token)
+
+
+def record_note(note: str | None) -> None:
+    """Add ``note`` to the current :func:`call_notes` block (once; nothing outside one)."""
+    notes = _NOTES.get()
+    if note and notes is not None and note not in notes:
+        notes.append(note)
+
+
+def check_prompt(chat: BaseChatModel, messages: Sequence[BaseMessage]) -> None:
+    """Record a note when the prompt is longer than the context ``chat`` asks its server for
+    (an Ollama model without a large enough ``num_ctx``)."""
+    record_note(ollama_context_note(chat, sum(len(reply_text(m)) for m in messages)))
+
+
+_THINK_OPEN = "<think>"
+_THINK_CLOSE = "</think>"
+UNFINISHED_REASONING = (
+    "a reply ended inside the model's <think> reasoning, so it held no answer: turn the "
+    "model's reasoning off (e.g. ChatOllama(reasoning=False)) or use a model without it"
+)
+
+
+def strip_reasoning(text: str) -> str:
+    """``text`` without a reasoning model's ``<think>…</think>`` block before the answer
+    (also when the template opened the block, so only ``</think>`` is in the reply); a reply
+    that ends inside the block has no answer yet and gives "" (noted for the run). Text
+    without the tags is returned as it is."""
+    end = text.rfind(_THINK_CLOSE)
+    if end >= 0:
+        return text[end + len(_THINK_CLOSE) :].lstrip()
+    if text.lstrip().startswith(_THINK_OPEN):
+        record_note(UNFINISHED_REASONING)
+        return ""
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,23 +193,33 @@ def call_chat(
     Raises :class:`~rag_complexity_agents.errors.ModelCallError` when the backend fails with
     anything other than one of our own errors (which pass through unchanged).
     """
+    check_cancelled()
     model, kwargs = with_knobs(chat, max_tokens=max_tokens, temperature=temperature, seed=seed)
     if stop:
         kwargs["stop"] = list(stop)
     if grammar is not None and accepts_grammar(chat):
         kwargs["grammar"] = grammar
+    prompt = to_messages(messages)
+    check_prompt(chat, prompt)
     try:
-        message = model.invoke(to_messages(messages), **kwargs)
+        message = model.invoke(prompt, **kwargs)
     except RCAError:
         raise
     except Exception as exc:
+        hint = connection_hint(chat, exc)
         raise ModelCallError(
-            f"the chat model failed ({type(exc).__name__}: {exc}); check models.chat, that "
-            "the model is installed (rca info) or that its server is running"
+            f"the chat model failed ({type(exc).__name__}: {exc}); "
+            + (
+                hint
+                or "check models.chat, that the model is installed (rca info) or that its "
+                "server is running"
+            )
         ) from exc
     usage = getattr(message, "usage_metadata", None) or {}
     return ChatReply(
-        reply_text(message), int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
+        strip_reasoning(reply_text(message)),
+        int(usage.get("input_tokens", 0)),
+        int(usage.get("output_tokens", 0)),
     )
 
 
@@ -147,6 +239,7 @@ def sample_answers(
     """
     if m < 1:
         raise ValueError("m must be at least 1")
+    check_cancelled()
     if isinstance(chat, LlamaCppChatModel):
         return chat.sample(messages, m, temperature=temperature, seed=seed, max_tokens=max_tokens)
     msgs: Sequence[BaseMessage] = to_messages(messages)
@@ -177,13 +270,20 @@ def parse_yes_no(text: str) -> bool | None:
 
 __all__ = [
     "ANSWER_LINE_CHARS",
+    "UNFINISHED_REASONING",
     "ChatReply",
     "accepts_grammar",
     "call_chat",
+    "call_notes",
+    "cancel_on",
+    "check_cancelled",
+    "check_prompt",
     "line_grammar",
     "parse_yes_no",
+    "record_note",
     "reply_text",
     "sample_answers",
+    "strip_reasoning",
     "takes_call_knobs",
     "with_knobs",
 ]

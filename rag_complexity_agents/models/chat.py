@@ -7,10 +7,16 @@ Accepted ``models.chat`` specs:
 * ``ollama:<model>`` — a model served by Ollama at ``models.ollama_host``.
 
 Loaded models are cached per process per (spec, home, relevant config values).
+
+Also here: :func:`packaged_chat_model` (a packaged GGUF as a chat model of the caller's own),
+and what Ollama users trip over: :func:`ollama_context_note` (a prompt longer
+than the context Ollama was asked for is cut silently) and :func:`connection_hint` (a server
+that cannot be reached, named by its host).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import AsyncIterator, Iterator
@@ -19,8 +25,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from langchain_core.language_models.chat_models import BaseChatModel
 
-from ..config import ModelsConfig
-from ..errors import ConfigError, ModelNotAvailable, ModelServerError
+from ..config import Config, ModelsConfig
+from ..errors import ConfigError, InputError, ModelNotAvailable, ModelServerError
 from .llamacpp import LlamaCppChatModel
 from .packaged import PACKAGED_CHAT_MODELS, best_packaged_chat, resolve_chat_model_path
 
@@ -192,6 +198,108 @@ def make_ollama_chat(model: str, config: ModelsConfig) -> ChatOllama:
     )
 
 
+def packaged_chat_model(
+    name: str = "auto", *, config: Config | None = None, **models: Any
+) -> LlamaCppChatModel:
+    """A packaged chat model (``qwen2.5-0.5b``, ``qwen2.5-coder-1.5b``, ``smollm2-135m``,
+    or ``auto`` for the best installed one) run in-process by llama.cpp, to pass as ``llm=``.
+
+    Home, context size, threads and generation defaults come from ``config`` (default
+    ``Config()``); ``models`` overrides ``models.*`` values, e.g. ``n_ctx=8192``. The model is
+    the caller's own (a run that changes ``models.*`` keeps it); weights load on first call
+    and are shared with every other model over the same file."""
+    if name != "auto" and name not in PACKAGED_CHAT_MODELS:
+        raise InputError(
+            f"unknown packaged chat model {name!r}; use 'auto' or one of "
+            f"{', '.join(PACKAGED_CHAT_MODELS)} (a GGUF file: LlamaCppChatModel(model_path=...))"
+        )
+    cfg = (config or Config()).with_overrides({f"models.{k}": v for k, v in models.items()})
+    home = Path(cfg.models.home).expanduser()
+    chosen = best_packaged_chat(home) if name == "auto" else name
+    return _llamacpp_model(resolve_chat_model_path(chosen, home), cfg.models)
+
+
+# --------------------------------------------------------------------------------------------
+# What Ollama users trip over
+# --------------------------------------------------------------------------------------------
+
+#: The context Ollama gives a model when a request does not send ``num_ctx`` (unless the
+#: server's ``OLLAMA_CONTEXT_LENGTH`` or the model's Modelfile sets another).
+OLLAMA_DEFAULT_CTX = 4096
+#: Characters per token of the prompt-size estimate (English prose: about 4).
+CHARS_PER_TOKEN = 4
+
+
+def _is_chat_ollama(chat: object) -> bool:
+    return any(kind.__name__ == "ChatOllama" for kind in type(chat).__mro__)
+
+
+def ollama_context_note(chat: object, prompt_chars: int) -> str | None:
+    """A note when ``chat`` is a ``ChatOllama`` and a prompt of ``prompt_chars`` characters
+    (about ``prompt_chars / 4`` tokens) exceeds the context it asks Ollama for (its
+    ``num_ctx``, else Ollama's default): the server then drops the start of the prompt
+    without an error. None otherwise. The text does not depend on the prompt, so a run
+    says it once."""
+    if not _is_chat_ollama(chat):
+        return None
+    num_ctx = getattr(chat, "num_ctx", None)
+    context = int(num_ctx) if num_ctx else OLLAMA_DEFAULT_CTX
+    if prompt_chars // CHARS_PER_TOKEN <= context:
+        return None
+    if type(chat).__name__ == "RCAChatOllama":  # built from an ollama: spec
+        fix = f"raise models.n_ctx (e.g. to {4 * context})"
+    else:
+        fix = f"build the model with ChatOllama(num_ctx=...) (e.g. {4 * context})"
+    where = f"num_ctx={context}" if num_ctx else f"Ollama's default context of {context} tokens"
+    return (
+        f"prompts longer than {where} were sent (about {CHARS_PER_TOKEN} characters a token): "
+        f"Ollama drops the start of such a prompt without an error; {fix}"
+    )
+
+
+_HOST_FIELDS = ("base_url", "openai_api_base", "api_base", "endpoint", "host")
+
+
+def _host_of(chat: object) -> str | None:
+    for name in _HOST_FIELDS:
+        value = getattr(chat, name, None)
+        if isinstance(value, str) and value:
+            return value
+    if _is_chat_ollama(chat):
+        return os.environ.get("OLLAMA_HOST") or "http://127.0.0.1:11434"
+    return None
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionError) or "Connect" in type(current).__name__:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def connection_hint(chat: object, exc: BaseException) -> str | None:
+    """What to do when ``chat`` cannot reach its server (``exc`` is a connection error),
+    naming the host it tried; None for any other failure."""
+    if not _is_connection_error(exc):
+        return None
+    host = _host_of(chat)
+    if host is None:
+        return None
+    name = type(chat).__name__
+    model = getattr(chat, "model", None) or getattr(chat, "model_name", None)
+    named = f"{name} (model {model!r})" if model else name
+    if _is_chat_ollama(chat):
+        todo = f"start it with `ollama serve`{f' and `ollama pull {model}`' if model else ''}"
+        todo += ", or pass base_url= to ChatOllama"
+    else:
+        todo = "start the server or fix the model's base URL"
+    return f"{named} cannot connect to {host}: {todo}"
+
+
 def clear_chat_model_cache() -> None:
     """Forget cached chat-model objects (loaded llama.cpp weights stay shared)."""
     with _CACHE_LOCK:
@@ -200,8 +308,12 @@ def clear_chat_model_cache() -> None:
 
 __all__ = [
     "ACCEPTED_SPECS",
+    "OLLAMA_DEFAULT_CTX",
     "built_from_spec",
     "clear_chat_model_cache",
+    "connection_hint",
     "load_chat_model",
     "make_ollama_chat",
+    "ollama_context_note",
+    "packaged_chat_model",
 ]

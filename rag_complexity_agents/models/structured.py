@@ -34,7 +34,16 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from pydantic import BaseModel
 
 from ..errors import RCAError
-from .calls import ChatReply, accepts_grammar, call_chat, parse_yes_no, reply_text, with_knobs
+from .calls import (
+    ChatReply,
+    accepts_grammar,
+    call_chat,
+    check_prompt,
+    parse_yes_no,
+    reply_text,
+    strip_reasoning,
+    with_knobs,
+)
 from .llamacpp import LlamaCppChatModel, MessagesInput, to_messages
 from .schemas import YesNo, format_instruction, json_schema_of, json_token_bound
 
@@ -100,6 +109,18 @@ def _with_fields(chat: BaseChatModel, **knobs: Any) -> BaseChatModel:
     return model.model_copy(update=update) if update else model
 
 
+def parse_after_reasoning(schema: type[S], text: str) -> S | None:
+    """A reasoning model's structured reply read past its ``<think>…</think>`` block (the
+    JSON after it), or None when ``text`` has no such block or the rest does not validate."""
+    rest = strip_reasoning(text)
+    if rest == text or not rest:
+        return None
+    try:
+        return schema.model_validate_json(rest.strip().removeprefix("```json").strip("`\n "))
+    except ValueError:
+        return None
+
+
 class StructuredOutput:
     """Whether a holder (a run context, a judge) asks its chat model for structured output,
     and why not when it does not."""
@@ -157,11 +178,16 @@ class StructuredOutput:
         reply: ChatReply | None = None
         try:
             runnable = model.with_structured_output(schema, include_raw=True)
-            out: Any = runnable.invoke(structured_messages(messages, schema))
+            prompt = structured_messages(messages, schema)
+            check_prompt(self.chat, prompt)
+            out: Any = runnable.invoke(prompt)
             raw = out.get("raw")
             usage = getattr(raw, "usage_metadata", None) or {}
             parsed = out.get("parsed")
             text = reply_text(raw) if raw is not None else ""
+            if not isinstance(parsed, schema):
+                parsed = parse_after_reasoning(schema, text) or parsed
+            text = strip_reasoning(text)
             if not text and isinstance(parsed, BaseModel):
                 text = parsed.model_dump_json()
             reply = ChatReply(
@@ -224,6 +250,7 @@ __all__ = [
     "ask_choice",
     "ask_yes_no",
     "format_failures",
+    "parse_after_reasoning",
     "record_format_failure",
     "structured_budget",
     "structured_messages",

@@ -17,16 +17,27 @@ Hook for later complexity measures (e.g. RRCP, ``complexity/rrcp.py``): ``raise_
 called as ``raise_route(question, route, probabilities) -> label | None`` after the decision;
 its answer can only *raise* the route (a lower or unknown label is ignored), and the trace
 records ``raised_by``. Nothing here depends on RRCP.
+
+**Run options.** A run may set the knobs of the knob table (the chosen pipeline runs with
+them); ``classify`` checks them first, like every pipeline's first node: in a process that
+serves API clients only the knobs, within their bounds, anything else is refused
+(:func:`~...agents.context.served_options`), before the classifier loads. A cancelled run
+stops before its next model call (:func:`~...agents.steps.cancellable`).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypedDict, cast
+from typing import Any, cast
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict  # pydantic's JSON schema (Studio) needs it on 3.11
 
+from ...agents.context import ResourceProvider, serving_clients
+from ...agents.state import RunOptions
+from ...agents.steps import cancellable
 from ...errors import ConfigError, InputError
 from ...types import RunResult
 from .base import ComplexityClassifier, Probabilities, best_label
@@ -75,6 +86,12 @@ def route_report(
             }
         )
     return out
+
+
+class RouterInput(TypedDict, total=False):
+    """What a run gives the router (Studio's input form): the question."""
+
+    question: str
 
 
 class RouterState(TypedDict, total=False):
@@ -141,7 +158,9 @@ def build_router_graph(
             cache[label] = strategies[label]() if lazy else strategies[label]  # type: ignore[call-arg]
         return cast(StrategyFn, cache[label])
 
-    def classify(state: RouterState) -> RouterState:
+    def classify(state: RouterState, config: RunnableConfig, runtime: Any = None) -> RouterState:
+        context = getattr(runtime, "context", None)
+        ResourceProvider.options_of(config, context, served=serving_clients())
         question = str(state.get("question") or "").strip()
         if not question:
             raise InputError("the question is empty")
@@ -201,11 +220,16 @@ def build_router_graph(
 
         return run
 
-    graph: StateGraph[Any, Any, Any, Any] = StateGraph(RouterState, output_schema=RouterOutput)
-    graph.add_node("classify", classify)
+    # the context schema is the knobs (classify checks them, the chosen pipeline uses them)
+    graph: StateGraph[Any, Any, Any, Any] = StateGraph(
+        RouterState,
+        context_schema=RunOptions,
+        input_schema=RouterInput,
+        output_schema=RouterOutput,
+    )
+    graph.add_node("classify", cancellable(classify, "classify"))
     for label in LABELS:
-        # langgraph's overloads reject a node factory's RouterState -> RouterState callable
-        graph.add_node(label, make_node(label))  # type: ignore[arg-type]
+        graph.add_node(label, cancellable(make_node(label), label))
         graph.add_edge(label, END)
     graph.add_edge(START, "classify")
     graph.add_conditional_edges(
@@ -216,6 +240,7 @@ def build_router_graph(
 
 __all__ = [
     "RouteHook",
+    "RouterInput",
     "RouterState",
     "build_router_graph",
     "decide_route",
