@@ -34,12 +34,13 @@ from .integrations.core import rag_components
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langgraph.graph.state import CompiledStateGraph
+    from llama_index.core.llms import LLM as LlamaIndexLLM
 
     from .models.base import Equivalence, Scorer
 
 
 def create_rag_agent(
-    llm: BaseChatModel | None = None,
+    llm: BaseChatModel | LlamaIndexLLM | None = None,
     *,
     pipeline: str = DEFAULT_PIPELINE,
     embeddings: Any = None,

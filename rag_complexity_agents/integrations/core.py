@@ -37,6 +37,7 @@ from .chat_models import as_chat_model
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
     from langgraph.graph.state import CompiledStateGraph
+    from llama_index.core.llms import LLM as LlamaIndexLLM
 
     from ..models.base import Equivalence, Scorer
     from ..retrieval.sunar import SunarRetriever
@@ -78,7 +79,7 @@ def _store_embeddings(store: Any) -> Any:
 
 
 def rag_components(
-    llm: BaseChatModel | None = None,
+    llm: BaseChatModel | LlamaIndexLLM | None = None,
     *,
     embeddings: Any = None,
     vectorstore: Any = None,
