@@ -12,7 +12,8 @@ Datasets: ``musique`` (all 134 questions of the file) and ``2wikimultihopqa_comp
 The plan, one row per (dataset, strategy, model):
 
 * main rows, n = 134: ``single_step`` and the best loops (``--best-loops``: plan-and-execute;
-  Self-Ask + SUNAR, the paper's loop, is an ablation row: on MuSiQue it scored no better than
+  Self-Ask + SUNAR, SUNAR's parts inside our Self-Ask loop with additions not in the paper
+  (``docs/pipelines.md``), is an ablation row: on MuSiQue it scored no better than
   plan-and-execute at three times the LLM calls);
 * ceiling rows, n = 134: ``gold_evidence`` (the reader given the gold paragraphs),
   ``gold_decomposition`` (the dataset's sub-questions through our retrieval and reader) and

@@ -419,7 +419,7 @@ print("before:", app.invoke(question))
         "a compiled LangGraph graph, itself a runnable. The knobs (b, c, m, max_steps) are kept "
         "small for a CPU. Without `pipeline` it builds the pipeline measured best in "
         "`benchmarks/results/end_to_end.md` (plan-and-execute over first-stage retrieval); here "
-        "it names the paper's full SUNAR.",
+        "it names SUNAR's three parts in our Self-Ask loop.",
     ),
     (
         "code",

@@ -37,7 +37,7 @@ def lean_store(size: int = 64) -> tuple[DeterministicFakeEmbedding, InMemoryVect
     return embeddings, store
 
 
-#: The paper's full SUNAR for ``create_rag_agent`` (its defaults are plan-and-execute).
+#: SUNAR's three parts (NAR, ASU, MER) in our Self-Ask loop, for ``create_rag_agent``.
 SUNAR = {"pipeline": "self_ask_sunar_mer"}
 
 LOOP_SCRIPTS: dict[str, Callable[[], Script]] = {

@@ -17,21 +17,22 @@ first one is retried with a format reminder; with no follow-up yet, the question
 becomes the only follow-up). ``conclude`` makes sure there is an answer: the loop's, else a
 forced final line, else the last intermediate answer.
 
-**Hops.** With ``agents.bridge`` a follow-up that does not mention the previous intermediate
-answer (the bridge entity) is retrieved for and answered with it added; with
-``agents.hop_pool`` (NAR strategies) each hop re-ranks its own fresh search together with the
-earlier hops' documents; each sub-question is answered from its top-l passages.
+**Hops** (bridge and hop pool: not in the paper, both on by default). With ``agents.bridge``
+a follow-up that does not mention the previous intermediate answer (the bridge entity) is
+retrieved for and answered with it added; with ``agents.hop_pool`` (NAR strategies) each hop
+re-ranks its own fresh search together with the earlier hops' documents; each sub-question is
+answered from its top ``answer.sub_passages`` passages.
 
-**Stopping** (``agents.stop``). ``model``: the model's first final answer ends the loop.
-``evidence``: a final answer is accepted only when a passage the steps were answered from
-contains it (:func:`~.answer.supported`) and it is more than the answer of a single
-sub-question that is not the question itself (a multi-hop question's first hop finds the
-bridge entity, not the answer). A first-hop answer makes the loop ask the model once for the
-missing follow-up question (``follow_up_hint``); otherwise, and when that reply is a final
-answer the evidence still rejects, while steps remain and the question was not looked up yet,
-the loop looks up the question itself with the last intermediate answer added (a ``lookup``
-step) and asks again. Whether the final answer stands or becomes "not found" is decided for
-every loop at the end (:mod:`.abstain`).
+**Stopping** (``agents.stop``). ``model`` (the paper's): the model's first final answer ends
+the loop. ``evidence`` (not in the paper): a final answer is accepted only when a passage the
+steps were answered from contains it (:func:`~.answer.supported`) and it is more than the
+answer of a single sub-question that is not the question itself (a multi-hop question's first
+hop finds the bridge entity, not the answer). A first-hop answer makes the loop ask the model
+once for the missing follow-up question (``follow_up_hint``); otherwise, and when that reply
+is a final answer the evidence still rejects, while steps remain and the question was not
+looked up yet, the loop looks up the question itself with the last intermediate answer added
+(a ``lookup`` step) and asks again. Whether the final answer stands or becomes "not found" is
+decided for every loop at the end (:mod:`.abstain`).
 """
 
 from __future__ import annotations

@@ -42,7 +42,13 @@ class GradeConfig(BaseModel):
         "'mean', or 'power' (power mean with exponent p).",
     )
     p: float = Field(-2.0, description="Exponent of the power-mean aggregation (paper: -2).")
-    n_dr_bins: int = Field(4, ge=1, le=10, description="D_r quantile bins (paper: quartiles).")
+    n_dr_bins: int = Field(
+        4,
+        ge=1,
+        le=10,
+        description="D_r quantile bins (paper: quartiles). Not in the paper: the bin edges are "
+        "quantiles over all questions, while the paper bins D_r within each hop level.",
+    )
     metric: str = Field(
         "acc",
         description="Run-file metric counted as correct ('acc': gold is a substring of the "

@@ -3,8 +3,9 @@
 For a (sub-)question and a scored batch B: draw m answers from the chat model with B as
 context (one prompt, m samples), cut each to a short answer, group the answers into semantic
 clusters with an :class:`~rag_complexity_agents.models.base.Equivalence`, and divide the
-batch's normalised scores by s = the number of clusters. More clusters = the model is less sure what
-the batch says = the batch is pushed down.
+batch's min-max normalised scores by s = the number of clusters (our scale-free variant of the
+paper's division, below). More clusters = the model is less sure what the batch says = the
+batch is pushed down.
 
 The pure parts (answer extraction, clustering, entropy, rescoring) take plain data and are
 separate from :class:`AnswerSemanticUncertainty`, which makes the LLM call and plugs into
@@ -34,9 +35,10 @@ scores:
 
 * ``batch`` (default): with ``lo``/``hi`` the lowest/highest score of the batch, the
   normalised score ``n = (score - lo) / (hi - lo)`` lies in [0, 1] and is divided by s, then
-  mapped back: ``lo + (score - lo) / s`` (``hi`` cancels). This *is* the paper's "divide by
-  the number of clusters", on a non-negative score whose 0 is the batch's weakest document.
-  It is invariant under any increasing affine change of the scorer (``a·score + b``, a > 0):
+  mapped back: ``lo + (score - lo) / s`` (``hi`` cancels). This is our scale-free variant,
+  not the paper's division of each score by s: it never lowers the batch's lowest document,
+  and with b = 2 it can at most pull the top document down to its partner's score. It is
+  invariant under any increasing affine change of the scorer (``a·score + b``, a > 0):
   the final order across batches is the same for cosines, logits or SPLADE scores. The
   penalty is bounded: a document of an uncertain batch falls at most to its batch's lowest
   score, i.e. ASU re-orders documents whose scores the scorer put close together and never
