@@ -442,8 +442,8 @@ def classifier_part(
         LLMZeroShotClassifier,
         TfidfClassifier,
         load_classifier,
-        train_classifier,
     )
+    from rag_complexity_agents.complexity.adaptive.training import train_classifier
     from rag_complexity_agents.complexity.adaptive.zero_shot import (
         ZERO_SHOT_EXAMPLES,
         ZERO_SHOT_SYSTEM,

@@ -10,9 +10,12 @@ Run from the repository root (with ``nice -n 5`` on a shared machine)::
 existing ``robustness.json``, and each part records the load average at its start and end.
 ``--skip-index`` leaves out the 100 MB index, ``--size-mb`` changes its size. It measures:
 
-(a) ``parsers``: every parser of model output on seeded random replies built from format
-    fragments and on adversarial repetitions (runs of spaces, brackets, markers) up to 100k
-    characters: inputs, exceptions other than our own errors, and the slowest call in ms;
+(a) ``parsers``: every parser of model output (plus GRADE's sentence splitting of documents
+    and the checks that read model answers) on seeded random replies built from format
+    fragments, on adversarial repetitions (runs of spaces, brackets, markers, initials) up to
+    100k characters and on the replies that once made a parser raise: inputs, exceptions
+    other than our own errors, the slowest call's wall-clock time and the most CPU time
+    (``time.thread_time``) one call took (target: under 50 ms);
 (b) ``concurrent_index_ok``: two ``rca index`` processes started together on one collection
     both succeed and leave it consistent (rows = unique ids = embedding rows = Chroma count =
     graph rows) and searchable;
@@ -37,12 +40,31 @@ existing ``robustness.json``, and each part records the load average at its star
     calls go to one ``SunarLangChainRetriever``: errors, p50/p95 latency, the server's peak
     RSS.
 
+(g) ``read_while_write``: a real ``rca index`` appends 2,000 documents while this process
+    reads the collection in a loop (open, search, row counts of chunks, embeddings, BM25,
+    graph): reads, errors, and the published states the reads saw (target: ≥ 20 reads,
+    0 errors, every state with all indexes agreeing);
+(h) ``bad_records``: ``rca index`` on an existing collection with one record the store cannot
+    hold (metadata keys ``""``, ``#x``, ``$x``, ``"metadata": [1,2,3]``, nesting 100,000 deep,
+    a lone surrogate) after 300 good ones, and on a folder with a symbolic link loop: one
+    line naming file and line, and ``half_written`` (changed files of the collection: 0);
+(i) ``big_no_whitespace``: the peak RSS, chunk count and longest chunk of indexing a file of
+    ``--no-whitespace-mb`` MB (default 200) without whitespace with the real encoder (target:
+    < 1.5 GB, no chunk over ``corpus.chunk_max_chars``);
+(j) ``server``: ``langgraph dev`` with the packaged 0.5B model: ``bounds_refused`` (a knob
+    above its bound is refused), ``graphs_refusing`` (the served graphs that refuse a run
+    option outside their allow-list: all of them), and ``cancel_frees_worker_s``: a long
+    single-step + SUNAR run (:data:`SERVER_LONG_KNOBS`) cancelled mid-way through its ASU
+    sampling delays the next run by this much (target: under 10 s), with the server's CPU
+    time in the 5 s after it (a worker that kept going would show there).
+
 Writes ``benchmarks/results/robustness.json`` and ``benchmarks/results/robustness.md``.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import json
 import os
@@ -108,66 +130,124 @@ FRAGMENTS = (
 ADVERSARIAL = (
     " ",
     "\n",
+    "\r",
     "[",
     "(",
+    "{",
     "*",
     "a",
+    "1",
+    "[]",
+    '{"a":',
+    '"',
+    "\\",
     "answer ",
     "final",
     "(|",
     "so ",
+    "[Final Answer]:",
+    "[Final Answer]: ",
     "[Final Answer]:\n",
+    "final answer:",
+    "Answer: [Final Answer]:",
     "the answer is .\n",
     "Follow up: \n",
+    "Follow up: Intermediate answer: ",
+    "Thought: Action: ",
     "Search[",
     "[Query]: ",
+    "1. ",
     "(s | r | o | 1)\n",
     "[x | y] always\n",
+    "J. R. ",
+    "A. B. ",
+    "U.S. ",
+    "Dr. ",
+    "a. B ",
+    "x. ",
+    "... ",
 )
-SIZES = (1_000, 10_000, 100_000)
+SIZES = (1_000, 10_000, 20_000, 100_000)
+TAILS = ("", "x", ". X", "\n")
+#: Replies that made parsers raise: int() on thousands of digits, deep JSON nesting.
+SPECIAL = (
+    "1" * 5000 + ". x",
+    "(a | b | c | " + "1" * 5000 + ")",
+    '{"answer": ' + "1" * 5000 + "}",
+    '{"name": "search", "arguments": {"n": ' + "9" * 100_000 + "}}",
+    "[" * 100_000,
+    "{" * 100_000,
+    '{"a":' * 20_000,
+    "1" * 100_000,
+    "-" + "1" * 5000,
+)
 
 
 def _parsers() -> dict[str, Callable[[str], Any]]:
+    """Every parser of model output in the package, GRADE's sentence splitting of documents,
+    and the checks that read model answers (each called on one string)."""
+    from rag_complexity_agents import text
     from rag_complexity_agents.agents import parsers
     from rag_complexity_agents.agents.answer import shorten_answer
     from rag_complexity_agents.agents.single_step import extract_short_answer as single_step
-    from rag_complexity_agents.complexity.adaptive.classifier import parse_label_reply
-    from rag_complexity_agents.complexity.grade import claims, equivalence, questions, triples
+    from rag_complexity_agents.complexity.adaptive.zero_shot import parse_label_reply
+    from rag_complexity_agents.complexity.grade import (
+        claims,
+        equivalence,
+        questions,
+        sentences,
+        triples,
+    )
     from rag_complexity_agents.models.calls import parse_yes_no
-    from rag_complexity_agents.retrieval.asu import extract_short_answer
+    from rag_complexity_agents.models.llamacpp.tools import read_tool_reply
+    from rag_complexity_agents.retrieval.asu import extract_short_answer, is_usable_answer
     from rag_complexity_agents.retrieval.mer import extract_final_answer
 
     return {
         "mer.extract_final_answer": extract_final_answer,
         "asu.extract_short_answer": extract_short_answer,
+        "asu.is_usable_answer": is_usable_answer,
         "grade.parse_triples": lambda t: triples.parse_triples(t, ["c1", "c2"]),
+        "grade.parse_triples (grounded)": lambda t: triples.parse_triples(
+            t, ["c1"], ["Paris is the capital of France."]
+        ),
         "grade.parse_groups": equivalence.parse_groups,
         "grade.parse_numbered": lambda t: claims.parse_numbered(t, 3),
         "grade.parse_question": questions.parse_question,
         "grade.parse_description": lambda t: questions.parse_description(t, "Paris"),
+        "grade.split_sentences": sentences.split_sentences,
+        "grade.is_factual": sentences.is_factual,
+        "grade.rule_claim": lambda t: claims.rule_claim(t, "Paris"),
         "agents.clean_answer": parsers.clean_answer,
         "agents.clean_query": parsers.clean_query,
         "agents.find_answer": parsers.find_answer,
         "agents.parse_self_ask": parsers.parse_self_ask,
         "agents.parse_react": parsers.parse_react,
         "agents.parse_searchain": parsers.parse_searchain,
+        "agents.parse_plan": parsers.parse_plan,
         "agents.parse_ircot": parsers.parse_ircot,
         "agents.parse_cot": parsers.parse_cot,
         "answer.shorten_answer": shorten_answer,
         "single_step.extract_short_answer": single_step,
         "calls.parse_yes_no": parse_yes_no,
         "adaptive.parse_label_reply": parse_label_reply,
+        "llamacpp.read_tool_reply": read_tool_reply,
+        "text.normalize_answer": text.normalize_answer,
+        "text.cover_em": lambda t: text.cover_em(t, ["the capital of France", "Paris"]),
     }
 
 
 def _inputs(n_random: int, seed: int) -> list[str]:
+    """Every adversarial repetition at every size and tail, the replies that once raised,
+    then ``n_random`` seeded random replies made of format fragments."""
     rng = random.Random(seed)
     out = [
         filler * (size // len(filler) + 1) + tail
         for filler in ADVERSARIAL
         for size in SIZES
-        for tail in ("", "x")
+        for tail in TAILS
     ]
+    out += SPECIAL
     for _ in range(n_random):
         size = rng.choice((10, 100, 1_000, 10_000, 100_000))
         parts, length = [], 0
@@ -179,14 +259,26 @@ def _inputs(n_random: int, seed: int) -> list[str]:
     return out
 
 
+def _describe(text: str) -> str:
+    return f"{text[:20]!r}… ({len(text)} chars)"
+
+
 def fuzz_parsers(n_random: int, seed: int = 0) -> list[dict[str, Any]]:
+    """Per parser: inputs, exceptions other than RCAError, the slowest call's wall-clock
+    time and the most CPU time (``time.thread_time``) a call took, with its input. The
+    objects alive before the run are frozen out of the garbage collector, so a full
+    collection of the loaded libraries does not land on one parser call."""
     from rag_complexity_agents.errors import RCAError
 
     inputs = _inputs(n_random, seed)
+    parsers = _parsers()
     rows = []
-    for name, parser in _parsers().items():
+    gc.collect()
+    gc.freeze()  # collections scan what the parsers allocate, not the loaded libraries
+    for name, parser in parsers.items():
+        gc.collect()
         exceptions: dict[str, int] = {}
-        slowest, worst, most_cpu = 0.0, "", 0.0
+        slowest, most_cpu, worst = 0.0, 0.0, ""
         for text in inputs:
             started, cpu_started = time.perf_counter(), time.thread_time()
             try:
@@ -195,10 +287,10 @@ def fuzz_parsers(n_random: int, seed: int = 0) -> list[dict[str, Any]]:
                 pass
             except Exception as exc:  # what the fuzzing looks for
                 exceptions[type(exc).__name__] = exceptions.get(type(exc).__name__, 0) + 1
-            ms = (time.perf_counter() - started) * 1000
-            most_cpu = max(most_cpu, (time.thread_time() - cpu_started) * 1000)
-            if ms > slowest:
-                slowest, worst = ms, f"{text[:20]!r}… ({len(text)} chars)"
+            cpu = (time.thread_time() - cpu_started) * 1000
+            slowest = max(slowest, (time.perf_counter() - started) * 1000)
+            if cpu > most_cpu:
+                most_cpu, worst = cpu, _describe(text)
         rows.append(
             {
                 "parser": name,
@@ -211,7 +303,12 @@ def fuzz_parsers(n_random: int, seed: int = 0) -> list[dict[str, Any]]:
                 "slowest_input": worst,
             }
         )
-        print(f"parser {name}: max {slowest:.1f} ms, {sum(exceptions.values())} exceptions")
+        print(
+            f"parser {name}: max {most_cpu:.1f} ms CPU ({slowest:.1f} ms wall), "
+            f"{sum(exceptions.values())} exceptions",
+            flush=True,
+        )
+    gc.unfreeze()
     return rows
 
 
@@ -433,6 +530,304 @@ def index_big_file(tmp: Path, size_mb: int) -> dict[str, Any]:
     }
     print(f"index {size_mb} MB: {result}")
     return result
+
+
+# --------------------------------------------------------- reading while a writer appends
+def _loads() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _read_view(home: Path, name: str) -> dict[str, int]:
+    """One reader's look at a collection: open it, search it (BM25, Chroma, graph) and count
+    the rows each part serves; AssertionError when they disagree."""
+    from rag_complexity_agents.config import Config
+    from rag_complexity_agents.corpus.store import CorpusStore
+    from rag_complexity_agents.retrieval.first_stage import DenseFirstStage, HybridFirstStage
+
+    store = CorpusStore.open(name, Config(corpus={"home": home}, graph={"k": 8}))
+    hits = HybridFirstStage(store).search("Which river is called Name8?", 5)
+    dense = DenseFirstStage(store).search("a painter in a catalogue", 5)
+    if not hits or not all(h.id in store.row_of for h in [*hits, *dense]):
+        raise AssertionError("a search returned nothing or a row outside the reader's state")
+    store.graph.neighbours(hits[0].id, 3)
+    view = {
+        "rows": len(store),
+        "ids": len(store.ids),
+        "embeddings": int(store.embeddings.shape[0]),
+        "bm25": int(store.bm25.scores["num_docs"]),
+        "graph": len(store.graph),
+    }
+    if len(set(view.values())) != 1:
+        raise AssertionError(f"the indexes disagree: {view}")
+    return {**view, "committed": store.log.committed.rows}
+
+
+def read_while_write(tmp: Path, base: int = 200, n: int = 2000) -> dict[str, Any]:
+    """A real ``rca index`` process appends ``n`` documents to a collection of ``base`` while
+    this process reads it in a loop (a fresh store each time): reads, errors, states seen."""
+    home, corpus = tmp / "rw-home", tmp / "rw.jsonl"
+    _corpus(tmp / "rw-base.jsonl", base)
+    first = subprocess.run(
+        _index_cmd(tmp / "rw-base.jsonl", "live"), env=_env(home), capture_output=True, text=True
+    )
+    if first.returncode != 0:
+        raise RuntimeError(f"base index failed: {first.stderr[-2000:]}")
+    _corpus(corpus, base + n)  # the base documents again (skipped) and n new ones
+    load_start = _loads()
+    started = time.perf_counter()
+    writer = subprocess.Popen(
+        _index_cmd(corpus, "live"), env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    views: list[dict[str, int]] = []
+    errors: list[str] = []
+    read_s: list[float] = []
+    while writer.poll() is None and time.perf_counter() - started < 3600:
+        t0 = time.perf_counter()
+        try:
+            views.append(_read_view(home, "live"))
+        except Exception as exc:  # every error counts, ours or not
+            errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+        read_s.append(time.perf_counter() - t0)
+    _, err = writer.communicate(timeout=3600)
+    writer_s = round(time.perf_counter() - started, 1)
+    final = _read_view(home, "live")
+    mid = [v for v in views if v["committed"] > v["rows"]]
+    result = {
+        "base_documents": base,
+        "appended_documents": n,
+        "writer_returncode": writer.returncode,
+        "writer_stderr_tail": err.decode(errors="replace")[-300:] if writer.returncode else "",
+        "writer_s": writer_s,
+        "reads": len(views) + len(errors),
+        "errors": len(errors),
+        "error_examples": sorted(set(errors))[:5],
+        "reads_while_rows_were_committed_not_published": len(mid),
+        "states_seen": sorted({v["rows"] for v in views}),
+        "max_committed_seen": max((v["committed"] for v in views), default=0),
+        "read_p50_s": round(statistics.median(read_s), 3) if read_s else None,
+        "final_rows": final["rows"],
+        "load_average": {"start": load_start, "end": _loads()},
+    }
+    result["ok"] = (
+        writer.returncode == 0
+        and not errors
+        and result["reads"] >= 20
+        and final["rows"] == base + n
+        and set(result["states_seen"]) <= {base, base + n}
+    )
+    print(f"read while write: {result}")
+    return result
+
+
+# ------------------------------------------------------------ bad records and inputs
+def _collection_files(directory: Path) -> dict[str, tuple[int, int]]:
+    return {
+        str(p.relative_to(directory)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+def bad_records(tmp: Path, good: int = 300) -> dict[str, Any]:
+    """``rca index`` on an existing collection with one bad record after ``good`` good ones
+    (past the first ingest batch of 256) or a bad folder: the exit code, whether the error
+    was one line naming file and line, and ``half_written`` (files of the collection that
+    changed: 0 expected)."""
+    home = tmp / "bad-home"
+    _corpus(tmp / "bad-base.jsonl", 20)
+    env = {**_env(home), "RCA_CORPUS__INGEST_BATCH_SIZE": "256"}
+    base = subprocess.run(
+        _index_cmd(tmp / "bad-base.jsonl", "kept"), env=env, capture_output=True, text=True
+    )
+    if base.returncode != 0:
+        raise RuntimeError(f"base index failed: {base.stderr[-2000:]}")
+    collection = home / "collections" / "kept"
+    before = _collection_files(collection)
+    lines = [
+        json.dumps({"id": f"good-{i}", "text": f"Good entry {i} about river {i}."})
+        for i in range(good)
+    ]
+    cases = {
+        "metadata key ''": '{"text": "t", "metadata": {"": 1}}',
+        "metadata key '#x'": '{"text": "t", "metadata": {"#x": 1}}',
+        "metadata key '$x'": '{"text": "t", "$x": 1}',
+        "metadata [1,2,3]": '{"text": "t", "metadata": [1, 2, 3]}',
+        "nested 100,000 deep": '{"text": "t", "m": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        "lone surrogate": '{"text": "t\\ud800"}',
+    }
+    loop = tmp / "loop"
+    loop.mkdir(exist_ok=True)
+    (loop / "fine.txt").write_text("A fine text.", encoding="utf-8")
+    (loop / "a.txt").symlink_to(loop / "b.txt")
+    (loop / "b.txt").symlink_to(loop / "a.txt")
+    rows = []
+    for name, line in [*cases.items(), ("symbolic link loop", None)]:
+        path = loop
+        if line is not None:
+            path = tmp / "bad.jsonl"
+            path.write_text("\n".join([*lines, line]) + "\n", encoding="utf-8")
+        load_start = _loads()
+        t0 = time.perf_counter()
+        done = subprocess.run(_index_cmd(path, "kept"), env=env, capture_output=True, text=True)
+        err_lines = [x for x in done.stderr.strip().splitlines() if x.strip()]
+        after = _collection_files(collection)
+        changed = sum(after.get(k) != v for k, v in before.items()) + len(set(after) - set(before))
+        where = f"{path.name}:{good + 1}" if line is not None else "a symbolic link loop"
+        rows.append(
+            {
+                "case": name,
+                "returncode": done.returncode,
+                "stderr_lines": len(err_lines),
+                "error": err_lines[-1][:300] if err_lines else "",
+                "names_file_and_line": bool(err_lines) and where in err_lines[-1],
+                "traceback": "Traceback" in done.stderr,
+                "half_written": changed,
+                "seconds": round(time.perf_counter() - t0, 1),
+                "load_average": {"start": load_start, "end": _loads()},
+            }
+        )
+        print(f"bad input {name}: {rows[-1]}")
+    ok = all(
+        r["returncode"] == 2
+        and r["stderr_lines"] == 1
+        and r["names_file_and_line"]
+        and not r["traceback"]
+        and r["half_written"] == 0
+        for r in rows
+    )
+    return {"good_lines_before_the_bad_one": good, "cases": rows, "ok": ok}
+
+
+# ------------------------------------------------------- a big file without whitespace
+def _write_no_whitespace(path: Path, size_mb: int) -> None:
+    """``size_mb`` MB of seeded random letters and digits: no whitespace, no punctuation (the
+    tokenizer sees one word per piece and keeps it as one token)."""
+    rng = random.Random(3)
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    block = 1 << 20
+    with open(path, "w", encoding="ascii") as handle:
+        for _ in range(size_mb):
+            handle.write("".join(rng.choices(alphabet, k=block)))
+
+
+def _child_no_whitespace(path: str, home: str) -> None:
+    """Runs in the measured process: ``rca index PATH -c blob -q`` with the default settings
+    (real tokenizer and encoder), then the longest stored chunk."""
+    import resource
+
+    from rag_complexity_agents.cli import app
+    from rag_complexity_agents.config import Config
+    from rag_complexity_agents.corpus.store import CorpusStore
+
+    started = time.perf_counter()
+    app(["index", path, "-c", "blob", "-q"], standalone_mode=False)
+    seconds = round(time.perf_counter() - started, 1)
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    config = Config.from_env(None).with_overrides({"corpus.home": home})
+    store = CorpusStore.open("blob", config)
+    longest = max(len(record["text"]) for record in store.log.records())
+    disk = sum(p.stat().st_size for p in store.directory.rglob("*") if p.is_file())
+    print(
+        json.dumps(
+            {
+                "peak_rss_mb": round(peak_kb / 1024, 1),
+                "rows": len(store),
+                "graph_k": config.graph.k,
+                "longest_chunk_chars": longest,
+                "cap_chars": config.corpus.max_chunk_chars,
+                "disk_mb": round(disk / 2**20, 1),
+                "seconds": seconds,
+            }
+        )
+    )
+
+
+def big_no_whitespace(tmp: Path, size_mb: int) -> dict[str, Any]:
+    """Index ``size_mb`` MB without whitespace in a child process (real tokenizer, encoder,
+    Chroma, BM25, graph): its peak RSS, chunk count and longest chunk against the cap."""
+    path = tmp / f"nows-{size_mb}mb.txt"
+    _write_no_whitespace(path, size_mb)
+    here = str(Path(__file__).resolve())
+    load_start = _loads()
+    done = subprocess.run(
+        [sys.executable, here, "--child-no-whitespace", str(path), str(tmp / "nows-home")],
+        env={**os.environ, "PYTHONPATH": str(REPO), "RCA_CORPUS__HOME": str(tmp / "nows-home")},
+        capture_output=True,
+        text=True,
+        timeout=7200,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"no-whitespace run failed: {done.stderr[-2000:]}")
+    run = json.loads(done.stdout.strip().splitlines()[-1])
+    result = {
+        "file_mb": round(path.stat().st_size / 2**20, 1),
+        **run,
+        "load_average": {"start": load_start, "end": _loads()},
+    }
+    result["ok"] = result["peak_rss_mb"] < 1536 and run["longest_chunk_chars"] <= run["cap_chars"]
+    print(f"no whitespace {size_mb} MB: {result}")
+    return result
+
+
+def _store_lines(data: dict[str, Any]) -> list[str]:
+    """The report's lines on reading while writing, bad inputs and text without whitespace."""
+
+    def load(entry: dict[str, Any]) -> str:
+        avg = entry.get("load_average")
+        return f"load average {avg['start']} → {avg['end']}" if avg else "load average n/a"
+
+    lines = ["", "## Reading while a writer appends", ""]
+    rw = data.get("read_while_write")
+    if rw:
+        lines.append(
+            f"- `read_while_write` ({load(rw)}): a real `rca index` appended "
+            f"{rw['appended_documents']:,} documents to a collection of {rw['base_documents']} "
+            f"in {rw['writer_s']} s (exit {rw['writer_returncode']}) while this process read it "
+            f"in a loop (open, hybrid + dense search, graph neighbours, row counts of chunks, "
+            f"embeddings, BM25 and graph): **{rw['reads']}** reads, **{rw['errors']}** errors, "
+            f"{rw['reads_while_rows_were_committed_not_published']} of them while the writer "
+            f"had committed rows it had not yet published (up to {rw['max_committed_seen']}); "
+            f"states seen (rows): {rw['states_seen']}, every one with all indexes agreeing; "
+            f"median read {rw['read_p50_s']} s; ok: **{rw['ok']}**."
+        )
+    else:
+        lines.append("- Not measured yet (`--parts read_while_write`).")
+    lines += ["", "## Bad records and inputs", ""]
+    bad = data.get("bad_records")
+    if bad:
+        lines += [
+            f"`rca index` on an existing collection, the bad record after "
+            f"{bad['good_lines_before_the_bad_one']} good ones (past the first ingest batch); "
+            f"ok: **{bad['ok']}**.",
+            "",
+            "| case | exit | stderr lines | names file and line | half_written | error | "
+            "load average |",
+            "|---|---:|---:|---|---:|---|---|",
+        ]
+        for row in bad["cases"]:
+            error = row["error"].replace("|", "\\|")
+            lines.append(
+                f"| {row['case']} | {row['returncode']} | {row['stderr_lines']} | "
+                f"{row['names_file_and_line']} | {row['half_written']} | `{error}` | "
+                f"{row['load_average']['start']} → {row['load_average']['end']} |"
+            )
+    else:
+        lines.append("- Not measured yet (`--parts bad_records`).")
+    lines += ["", "## Text without whitespace", ""]
+    big = data.get("big_no_whitespace")
+    if big:
+        lines.append(
+            f"- `big_no_whitespace` ({load(big)}): {big['file_mb']} MB of letters and digits "
+            f"without whitespace → {big['rows']:,} chunks, the longest {big['longest_chunk_chars']}"
+            f" characters (cap {big['cap_chars']}), peak RSS **{big['peak_rss_mb']} MB**, "
+            f"{big['disk_mb']} MB on disk, {big['seconds']} s (real tokenizer and encoder, "
+            f"Chroma, BM25, graph); ok: **{big['ok']}**."
+        )
+        if big.get("note"):
+            lines.append(f"- {big['note']}")
+    else:
+        lines.append("- Not measured yet (`--parts big_no_whitespace`).")
+    return lines
 
 
 # ------------------------------------------------------------------------------ abstention
@@ -957,6 +1352,136 @@ def load_test(tmp: Path, n: int = 16) -> dict[str, Any]:
     }
 
 
+# ------------------------------------------------------------------------------ server
+#: Knobs within their bounds that make single-step + SUNAR long on the demo collection: every
+#: chunk scored one at a time (c = 500, b = 1), each batch with 20 ASU samples.
+SERVER_LONG_KNOBS: dict[str, Any] = {"retrieval": "sunar", "c": 500, "b": 1, "m": 20}
+SERVER_SHORT_KNOBS: dict[str, Any] = {"retrieval": "first_stage"}
+SERVER_CHAT = "llamacpp:qwen2.5-0.5b"
+
+
+def _get(url: str, timeout: float = 30) -> Any:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return json.loads(response.read() or b"null")
+
+
+def _served_run(url: str, assistant: str, configurable: dict[str, Any]) -> tuple[float, Any]:
+    """(seconds, response) of one ``/runs/wait`` of ``assistant`` on LOAD_QUESTIONS[0]."""
+    body = {
+        "assistant_id": assistant,
+        "input": {"question": LOAD_QUESTIONS[0]},
+        "config": {"configurable": configurable},
+    }
+    started = time.perf_counter()
+    _, payload = _post(f"{url}/runs/wait", body, timeout=3600)
+    return round(time.perf_counter() - started, 2), payload
+
+
+def _refused(payload: Any, word: str) -> bool:
+    error = payload.get("__error__") if isinstance(payload, dict) else None
+    return bool(error) and error.get("error") == "ConfigError" and word in error["message"]
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """CPU seconds the process ``pid`` and its children used so far."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0.0
+    for proc in procs:
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system
+        except psutil.NoSuchProcess:
+            continue
+    return total
+
+
+def _cancel_long_run(url: str, pid: int, alone_s: float) -> dict[str, Any]:
+    """Start a long run in the background, cancel it mid-way through its ASU sampling, then
+    run a short one: when the cancelled run's worker let the short run through, and how busy
+    the server stayed afterwards."""
+    thread = _post(f"{url}/threads", {}, timeout=60)[1]["thread_id"]
+    body = {
+        "assistant_id": "single_step",
+        "input": {"question": LOAD_QUESTIONS[1]},
+        "config": {"configurable": SERVER_LONG_KNOBS},
+    }
+    run = _post(f"{url}/threads/{thread}/runs", body, timeout=60)[1]["run_id"]
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:  # the run reached its retrieval node (ASU sampling)
+        state = _get(f"{url}/threads/{thread}/state")
+        if "retrieve" in (state.get("next") or []):
+            break
+        time.sleep(0.5)
+    time.sleep(10.0)  # well into the sampling
+    cpu_before = _tree_cpu_s(pid)
+    started = time.perf_counter()
+    _post(f"{url}/threads/{thread}/runs/{run}/cancel?wait=1", {}, timeout=3600)
+    cancel_returned = time.perf_counter() - started
+    next_s, payload = _served_run(url, "single_step", SERVER_SHORT_KNOBS)
+    next_done = time.perf_counter() - started
+    settled = _tree_cpu_s(pid)
+    time.sleep(5.0)
+    idle_cpu = _tree_cpu_s(pid) - settled
+    status = _get(f"{url}/threads/{thread}/runs/{run}")["status"]
+    return {
+        "cancelled_status": status,
+        "cancel_returned_s": round(cancel_returned, 2),
+        "next_run_s": next_s,
+        "next_run_alone_s": alone_s,
+        "next_run_done_after_cancel_s": round(next_done, 2),
+        "next_run_completed": isinstance(payload, dict) and bool(payload.get("answer")),
+        "cancel_frees_worker_s": round(max(0.0, next_done - alone_s), 2),
+        "cpu_s_cancel_to_next_done": round(settled - cpu_before, 2),
+        "server_cpu_s_in_5s_after": round(idle_cpu, 2),
+    }
+
+
+def server_runs(tmp: Path) -> dict[str, Any]:
+    """``langgraph dev`` with the packaged 0.5B model: a knob above its bound is refused,
+    which served graphs refuse an option outside their allow-list, and how long a cancelled
+    long run keeps the next run waiting (target: under 10 s)."""
+    home = tmp / "server-home"
+    _demo_collection(home)
+    graphs = list(json.loads((REPO / "langgraph.json").read_text(encoding="utf-8"))["graphs"])
+    previous = os.environ.get("RCA_MODELS__CHAT")
+    os.environ["RCA_MODELS__CHAT"] = SERVER_CHAT  # the server's environment copies it
+    try:
+        with _LangGraphDev(tmp / "langgraph-dev-server", home) as server:
+            assert server.proc is not None
+            _, above = _served_run(server.url, "single_step", {"retrieval": "sunar", "m": 10**6})
+            refusing = [
+                name
+                for name in graphs
+                if _refused(_served_run(server.url, name, {"collection": "other"})[1], "collection")
+            ]
+            _served_run(server.url, "single_step", SERVER_SHORT_KNOBS)  # loads the models
+            alone_s, _ = _served_run(server.url, "single_step", SERVER_SHORT_KNOBS)
+            cancel = _cancel_long_run(server.url, server.proc.pid, alone_s)
+    finally:
+        if previous is None:
+            os.environ.pop("RCA_MODELS__CHAT", None)
+        else:
+            os.environ["RCA_MODELS__CHAT"] = previous
+    return {
+        "bounds_refused": _refused(above, "knob samples (m)"),
+        "bound_error": (above.get("__error__") or {}).get("message") if above else None,
+        "graphs_refusing": refusing,
+        "graphs_served": graphs,
+        "cancel_frees_worker_s": cancel["cancel_frees_worker_s"],
+        "cancel": cancel,
+        "chat_model": SERVER_CHAT,
+        "long_knobs": SERVER_LONG_KNOBS,
+    }
+
+
 # ------------------------------------------------------------------------------ report
 def _loadavg(data: dict[str, Any], part: str) -> str:
     """'start → end' load averages of one part's run (the 2 cores were shared)."""
@@ -1073,6 +1598,44 @@ def _load_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _server_lines(data: dict[str, Any]) -> list[str]:
+    server = data.get("server")
+    if not server:
+        return ["- Not measured yet (`--parts server`)."]
+    cancel = server["cancel"]
+    served = server["graphs_served"]
+    others = [g for g in served if g not in server["graphs_refusing"]]
+    return [
+        f"- {_loadavg(data, 'server')}; `langgraph dev` with `{server['chat_model']}`.",
+        f"- `bounds_refused`: **{server['bounds_refused']}** (`m = 1000000` on `single_step`: "
+        f"{server['bound_error']}).",
+        f"- `graphs_refusing`: **{len(server['graphs_refusing'])} of {len(served)}** served "
+        "graphs refuse `configurable = {'collection': 'other'}`"
+        + (f" (not: {', '.join(others)})." if others else " (all)."),
+        f"- `cancel_frees_worker_s`: **{server['cancel_frees_worker_s']} s** (target < 10 s): "
+        f"a `single_step` run with `{server['long_knobs']}` cancelled mid-way through its ASU "
+        f"sampling ended as `{cancel['cancelled_status']}`; the cancel request returned after "
+        f"{cancel['cancel_returned_s']} s and the next run (first stage, one answer call; "
+        f"{cancel['next_run_alone_s']} s alone) completed {cancel['next_run_done_after_cancel_s']}"
+        " s after the cancel (the cancelled run's thread first finishes the model call under "
+        "way: one ASU batch of m samples). Server CPU time in the 5 s after: "
+        f"{cancel['server_cpu_s_in_5s_after']} s (a worker that kept sampling would use one "
+        "core).",
+    ]
+
+
+def _parser_summary(rows: list[dict[str, Any]]) -> list[str]:
+    """One line: parsers, inputs each, exceptions in all, the most CPU time of any call."""
+    if not rows:
+        return []
+    worst = max(rows, key=lambda row: row.get("max_cpu_ms", 0.0))
+    return [
+        f"{len(rows)} parsers, {min(row['inputs'] for row in rows):,} inputs each, "
+        f"**{sum(row['exceptions'] for row in rows)}** exceptions; the most CPU time of one "
+        f"call: **{worst.get('max_cpu_ms', 'n/a')} ms** (`{worst['parser']}`; target < 50 ms)."
+    ]
+
+
 def write_markdown(data: dict[str, Any], path: Path) -> None:
     lines = [
         "# Robustness",
@@ -1086,8 +1649,10 @@ def write_markdown(data: dict[str, Any], path: Path) -> None:
         "",
         f"## Parsers of model output ({_loadavg(data, 'parsers')})",
         "",
+        *_parser_summary(data["parsers"]),
+        "",
         "| parser | inputs | longest input | exceptions | slowest call (ms) | most CPU time "
-        "of a call (ms) | slowest input |",
+        "of a call (ms) | input that took it |",
         "|---|---:|---:|---:|---:|---:|---|",
     ]
     for row in data["parsers"]:
@@ -1099,11 +1664,14 @@ def write_markdown(data: dict[str, Any], path: Path) -> None:
     conc, kill = data["concurrent_index"], data["kill_and_resume"]
     lines += [
         "",
-        "Inputs: seeded random replies made of format fragments (10 to 100k characters) "
-        "plus every adversarial repetition (runs of spaces, brackets, markers) at 1k, 10k "
-        "and 100k characters. Exceptions count anything but our own RCAError. The slowest "
-        "call is wall-clock time on the shared cores (a call descheduled by other processes "
-        "counts in full); the CPU time is the calling thread's own.",
+        "Inputs: seeded random replies made of format fragments (10 to 100k characters), "
+        "every adversarial repetition (runs of spaces, brackets, markers, initials such as "
+        "`J. R. `) at 1k, 10k, 20k and 100k characters with four endings, and the replies "
+        "that once made a parser raise (thousands of digits, deep JSON nesting). Exceptions "
+        "count anything but our own RCAError. The slowest call is wall-clock time on the "
+        "shared cores (a call descheduled by other processes counts in full); the CPU time "
+        "is the calling thread's own (`time.thread_time`), the figure the 50 ms target is "
+        "about.",
         "",
         f"## Writers ({_loadavg(data, 'writers')})",
         "",
@@ -1133,13 +1701,25 @@ def write_markdown(data: dict[str, Any], path: Path) -> None:
         ]
     else:
         lines.append("- The 100 MB index was not run (`--skip-index`).")
+    lines += _store_lines(data)
     lines += ["", "## Abstention on out-of-corpus questions", "", *_abstention_lines(data)]
     lines += ["", "## Load on the LangGraph server", "", *_load_lines(data)]
+    lines += ["", "## Served runs: bounds, allow-lists, cancellation", "", *_server_lines(data)]
     lines += ["", "## Analysis", "", *analysis_block(read_analysis(path)), ""]
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
-PARTS = ("parsers", "writers", "index", "load", "abstention")
+PARTS = (
+    "parsers",
+    "writers",
+    "index",
+    "load",
+    "abstention",
+    "read_while_write",
+    "bad_records",
+    "big_no_whitespace",
+    "server",
+)
 
 
 def _measure(parts: set[str], args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
@@ -1158,6 +1738,12 @@ def _measure(parts: set[str], args: argparse.Namespace, tmp: Path) -> dict[str, 
     if "index" in parts:
         big = index_big_file(tmp, args.size_mb)
         data.update(index_100mb_peak_rss_mb=big["peak_rss_mb"], index_big_file=big)
+    if "read_while_write" in parts:
+        data["read_while_write"] = read_while_write(tmp)
+    if "bad_records" in parts:
+        data["bad_records"] = bad_records(tmp)
+    if "big_no_whitespace" in parts:
+        data["big_no_whitespace"] = big_no_whitespace(tmp, args.no_whitespace_mb)
     if "abstention" in parts:
         from rag_complexity_agents.config import Config
 
@@ -1170,12 +1756,16 @@ def _measure(parts: set[str], args: argparse.Namespace, tmp: Path) -> dict[str, 
         data["abstention_dev"] = {"files": [str(p) for p in paths], "rows": dev_cover_em(paths)}
     if "load" in parts:
         data["load"] = load_test(tmp, args.requests)
+    if "server" in parts:
+        data["server"] = server_runs(tmp)
     return data
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--random-inputs", type=int, default=300)
+    parser.add_argument(
+        "--random-inputs", type=int, default=1_500, help="parsers: random replies per parser"
+    )
     parser.add_argument("--size-mb", type=int, default=100)
     parser.add_argument("--skip-index", action="store_true")
     parser.add_argument(
@@ -1214,12 +1804,19 @@ def main() -> None:
     )
     parser.add_argument("--child-index", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--child-encoder", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child-no-whitespace", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--no-whitespace-mb", type=int, default=200, help="big_no_whitespace: file size in MB"
+    )
     args = parser.parse_args()
     if args.child_index:
         _child_index(*args.child_index)
         return
     if args.child_encoder:
         _child_encoder_batch()
+        return
+    if args.child_no_whitespace:
+        _child_no_whitespace(*args.child_no_whitespace)
         return
     parts = {p for p in args.parts.split(",") if p} - ({"index"} if args.skip_index else set())
     unknown = parts - set(PARTS)

@@ -199,8 +199,8 @@ LLAMAINDEX = [
         "code",
         """\
 from llama_index.core import Settings
-from rag_complexity_agents.integrations.llamaindex import (
-    LangChainChatLLM, RCAEmbedding, RCAQueryEngine, SunarLlamaIndexRetriever)
+from rag_complexity_agents.integrations.llamaindex import RCAEmbedding, RCAQueryEngine, SunarLlamaIndexRetriever
+from rag_complexity_agents.integrations.llamaindex_llm import LangChainChatLLM
 
 Settings.llm = LangChainChatLLM(config=config, max_tokens=24)  # nothing reaches OpenAI
 Settings.embed_model = RCAEmbedding()

@@ -94,6 +94,3 @@ def create_rag_agent(
         knobs=given,
         graph_name=name,
     )
-
-
-__all__ = ["create_rag_agent", "rag_components"]

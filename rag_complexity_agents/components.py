@@ -208,6 +208,3 @@ def sunar_retriever(
         rrf_k=config.retrieval.rrf_k,
         default_k=config.retrieval.k,
     )
-
-
-__all__ = ["INJECTABLE", "Components", "sunar_retriever"]

@@ -39,6 +39,3 @@ class LazyModule:
         if self._loaded is None:
             self._loaded = require(self._module, self._purpose)
         return getattr(self._loaded, name)
-
-
-__all__ = ["LOCAL_EXTRA", "LazyModule", "require"]

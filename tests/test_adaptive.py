@@ -14,24 +14,26 @@ from typer.testing import CliRunner
 
 from rag_complexity_agents.cli import app
 from rag_complexity_agents.complexity.adaptive import labels as lab
+from rag_complexity_agents.complexity.adaptive.base import best_label
 from rag_complexity_agents.complexity.adaptive.classifier import (
     META_FILE,
     FineTunedClassifier,
     HeuristicClassifier,
     LLMZeroShotClassifier,
     TfidfClassifier,
-    best_label,
     classifier_from_config,
     load_classifier,
-    parse_label_reply,
-    train_classifier,
-    validate_training_data,
 )
 from rag_complexity_agents.complexity.adaptive.router import (
     build_router_graph,
     decide_route,
     raise_only,
 )
+from rag_complexity_agents.complexity.adaptive.training import (
+    train_classifier,
+    validate_training_data,
+)
+from rag_complexity_agents.complexity.adaptive.zero_shot import parse_label_reply
 from rag_complexity_agents.config import Config
 from rag_complexity_agents.errors import ConfigError, InputError, ModelNotAvailable
 from rag_complexity_agents.types import RunResult

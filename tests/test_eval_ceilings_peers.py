@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from rag_complexity_agents.components import Components
 from rag_complexity_agents.config import Config
 from rag_complexity_agents.errors import ConfigError, InputError, ModelServerError
+from rag_complexity_agents.eval.base import RecordStrategy
 from rag_complexity_agents.eval.ceilings import (
     GoldDecomposition,
     GoldEvidence,
@@ -39,7 +40,7 @@ from rag_complexity_agents.eval.metrics import paired_difference
 from rag_complexity_agents.eval.peers import ReactAgentPeer, SubQuestionPeer
 from rag_complexity_agents.eval.report import paired_delta, summarize
 from rag_complexity_agents.eval.runner import read_run, run_eval
-from rag_complexity_agents.eval.strategies import RecordStrategy, get_strategy_spec
+from rag_complexity_agents.eval.strategies import get_strategy_spec
 from rag_complexity_agents.types import Chunk, RunResult, ScoredDoc
 
 DATA = default_data_dir()
@@ -372,7 +373,7 @@ def test_subset_runs_get_their_own_fingerprint_and_file(
 
 
 ECHO_MODULE = """
-from rag_complexity_agents.eval.strategies import RecordStrategy
+from rag_complexity_agents.eval.base import RecordStrategy
 from rag_complexity_agents.types import RunResult
 
 

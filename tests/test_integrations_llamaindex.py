@@ -23,11 +23,11 @@ from rag_complexity_agents.corpus.demo import DEMO_CORPUS
 from rag_complexity_agents.errors import InputError
 from rag_complexity_agents.integrations.byo_llamaindex import from_llamaindex
 from rag_complexity_agents.integrations.llamaindex import (
-    LangChainChatLLM,
     RCAEmbedding,
     RCAQueryEngine,
     SunarLlamaIndexRetriever,
 )
+from rag_complexity_agents.integrations.llamaindex_llm import LangChainChatLLM
 
 QUESTION = "Where was the director of Spirited Away born?"
 SMOL = {"chat": "llamacpp:smollm2-135m", "n_threads": 1}

@@ -43,13 +43,12 @@ from rag_complexity_agents.errors import CorpusError, InputError, ModelCallError
 from rag_complexity_agents.integrations.byo_langchain import from_langchain
 from rag_complexity_agents.integrations.byo_llamaindex import from_llamaindex
 from rag_complexity_agents.integrations.llamaindex import (
-    LangChainChatLLM,
-    LlamaIndexChatModel,
     RCAQueryEngine,
     SunarLlamaIndexRetriever,
     settings_embed_model,
     settings_llm,
 )
+from rag_complexity_agents.integrations.llamaindex_llm import LangChainChatLLM, LlamaIndexChatModel
 from rag_complexity_agents.models.calls import (
     UNFINISHED_REASONING,
     call_chat,

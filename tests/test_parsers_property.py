@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 
 from rag_complexity_agents.agents import parsers
 from rag_complexity_agents.agents.answer import shorten_answer
-from rag_complexity_agents.agents.parsers import MAX_CHARS
 from rag_complexity_agents.agents.single_step import extract_short_answer as single_step_answer
 from rag_complexity_agents.complexity.adaptive.zero_shot import parse_label_reply
 from rag_complexity_agents.complexity.grade.claims import parse_numbered
@@ -33,6 +32,7 @@ from rag_complexity_agents.models.calls import parse_yes_no
 from rag_complexity_agents.models.llamacpp.tools import read_tool_reply
 from rag_complexity_agents.retrieval.asu import extract_short_answer
 from rag_complexity_agents.retrieval.mer import extract_final_answer
+from rag_complexity_agents.text import MAX_CHARS
 
 #: name -> parser; every one takes the raw model reply.
 PARSERS: dict[str, Callable[[str], Any]] = {

@@ -104,14 +104,3 @@ def abstention(answer: str, state: Mapping[str, Any], mode: AbstainMode = "exemp
         if not any(words.intersection(text.split()) for text in passages):
             return "an answer that shares no content word with the passages read"
     return None
-
-
-__all__ = [
-    "NOT_FOUND",
-    "AbstainMode",
-    "abstention",
-    "content_words",
-    "copied_exemplars",
-    "exemplar_answers",
-    "guarded_answers",
-]

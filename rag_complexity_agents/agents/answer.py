@@ -7,13 +7,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..config.pipelines import NAR_STRATEGIES
 from ..models.calls import ChatReply
+from ..models.schemas import ShortAnswer
 from ..models.structured import record_format_failure
 from ..retrieval.mer import DEFAULT_EXEMPLARS, MetaEvidenceReasoner, collect_evidence
-from ..text import cover_em, normalize_answer
+from ..text import as_text, cover_em, normalize_answer
 from .abstain import NOT_FOUND, AbstainMode, abstention
-from .context import NAR_STRATEGIES, AgentContext
-from .parsers import as_text
+from .context import AgentContext
 from .prompts import no_retrieval
 from .prompts import single_step as single_step_prompt
 from .retrieve import UNANSWERED
@@ -27,7 +28,7 @@ from .state import (
     without_text,
 )
 from .steps import Update, copied_exemplar, costs, reasoning_path, step_docs, steps_of, sub_question
-from .structured import ShortAnswer, ask_step
+from .structured import ask_step
 
 UNKNOWN_ANSWER = "unknown"
 YES_NO = frozenset({"yes", "no"})
@@ -234,19 +235,3 @@ def chosen_answer(state: Mapping[str, Any]) -> tuple[str, str]:
         if step.get("answer"):
             return str(step["answer"]), "last_intermediate"
     return UNKNOWN_ANSWER, "none"
-
-
-__all__ = [
-    "MER_SHORT_WORDS",
-    "UNKNOWN_ANSWER",
-    "YES_NO",
-    "answer_from_evidence",
-    "answer_sub",
-    "chosen_answer",
-    "echoes_question",
-    "final_answer",
-    "mer_node",
-    "shorten_answer",
-    "shown_docs",
-    "supported",
-]

@@ -105,10 +105,3 @@ COT = _single_pass(
         limit=None,
     ),
 )
-
-
-__all__ = [
-    "COT",
-    "NO_RETRIEVAL",
-    "SINGLE_STEP",
-]

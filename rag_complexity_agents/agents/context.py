@@ -22,16 +22,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from langchain_core.runnables import RunnableConfig
 
 from ..components import Components
 from ..config import AgentsConfig, Config, NARParams
 from ..config.knobs import KNOBS_BY_NAME, checked, idle_knob_notes, knob_list
-from ..config.pipelines import NAR_STRATEGIES, RETRIEVAL_STRATEGIES, Pipeline, active_parts
+from ..config.pipelines import RETRIEVAL_STRATEGIES, Pipeline, active_parts
 from ..errors import ConfigError
 from ..retrieval.nar import BatchFeedback, BatchHook
 from ..types import ScoredDoc
 from .state import plain
+from .steps import asu_allowed
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -76,6 +78,19 @@ def _ours(key: str) -> bool:
     """Whether a ``configurable`` key is one of our run options (a knob, a config key, …)
     rather than the server's own (thread id, run id, checkpoint, …)."""
     return key in KNOBS_BY_NAME or key in _RUN_OPTIONS or key in Config.model_fields or "." in key
+
+
+def given_options(config: RunnableConfig | None, context: Any = None) -> dict[str, Any]:
+    """A run's options of ours, unchecked: its context's and its ``configurable``'s (which
+    wins), without None values and without the server's own keys (thread id, run id, …)."""
+    options: dict[str, Any] = {}
+    if isinstance(context, Mapping):
+        options.update(context)
+    elif context is not None and hasattr(context, "__dict__"):
+        options.update(vars(context))
+    configurable = (config or {}).get("configurable") or {}
+    options.update({k: v for k, v in configurable.items() if _ours(k)})
+    return {k: v for k, v in options.items() if v is not None}
 
 
 def check_strategy(retrieval: str) -> str:
@@ -183,6 +198,9 @@ class MemoisedBatchHook:
                 self.hits += 1
                 self._memo.move_to_end(key)
                 return BatchFeedback(cached.scores.copy(), dict(cached.info))
+        if not asu_allowed():  # the run's budget is spent: the batch keeps its scores
+            scores = np.asarray([d.score for d in batch], dtype=float)
+            return BatchFeedback(scores, {"skipped": "budget"})
         feedback = self.hook(query, batch, batch_index)
         with self._lock:
             self.misses += 1
@@ -359,14 +377,7 @@ class ResourceProvider:
         process also ``overrides`` (dotted config keys). ``served``: only the knobs, within
         their bounds; a run option of ours that is not a knob is refused (:func:`served_options`),
         the server's own keys (thread and run ids, …) are left alone."""
-        options: dict[str, Any] = {}
-        if isinstance(context, Mapping):
-            options.update(context)
-        elif context is not None and hasattr(context, "__dict__"):
-            options.update(vars(context))
-        configurable = (config or {}).get("configurable") or {}
-        options.update({k: v for k, v in configurable.items() if _ours(k)})
-        options = {k: v for k, v in options.items() if v is not None}
+        options = given_options(config, context)
         if served:
             return served_options(options)
         extra = options.pop("overrides", None)
@@ -416,18 +427,3 @@ class ResourceProvider:
         """The context of the run a node is called in."""
         context = getattr(runtime, "context", None)
         return self.resolve(self.options_of(config, context, served=serving_clients()))
-
-
-__all__ = [
-    "NAR_STRATEGIES",
-    "RETRIEVAL_STRATEGIES",
-    "AgentContext",
-    "MemoisedBatchHook",
-    "ResourceProvider",
-    "RetrievalResult",
-    "check_strategy",
-    "derive_components",
-    "serve_clients",
-    "served_options",
-    "serving_clients",
-]

@@ -17,12 +17,12 @@ answer the sentence written from that evidence.
 from __future__ import annotations
 
 from ..models.calls import ChatReply
+from ..models.schemas import CoTStep
 from .context import AgentContext
 from .parsers import CoTParse, parse_cot, parse_ircot
 from .prompts import cot as prompt
 from .state import AgentState, DocRecord, doc_from_record, merge_steps
 from .steps import Update, ask, copied_exemplar, same_query, step_docs, step_limit, steps_of
-from .structured import CoTStep
 from .wiring import Loop, Think, has_answer
 
 LOOP = "ircot"
@@ -149,6 +149,3 @@ IRCOT = Loop(
     edges=[("seed", "retrieve")],
     routes={"reason": ("retrieve", "conclude")},
 )
-
-
-__all__ = ["IRCOT", "LOOP", "seed", "update_pool"]

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..text import MAX_CHARS, as_text
+from ..text import as_text
 
 MAX_ANSWER_CHARS = 200
 MAX_QUERY_CHARS = 300
@@ -404,24 +404,3 @@ def parse_cot(text: object) -> CoTParse:
     reasoning = _ANSWER_IS.split(raw, maxsplit=1)[0].strip()[:2000]
     first = _SENTENCE_END.split(" ".join(raw.split()), maxsplit=1)[0][:400]
     return CoTParse(first if has_content(first) else "", answer, reasoning)
-
-
-__all__ = [
-    "MAX_CHARS",
-    "ChainNode",
-    "CoTParse",
-    "ReActParse",
-    "SearChainParse",
-    "SelfAskParse",
-    "as_text",
-    "clean_answer",
-    "clean_query",
-    "find_answer",
-    "has_content",
-    "parse_cot",
-    "parse_ircot",
-    "parse_plan",
-    "parse_react",
-    "parse_searchain",
-    "parse_self_ask",
-]

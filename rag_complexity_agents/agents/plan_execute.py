@@ -39,6 +39,7 @@ import re
 from collections.abc import Sequence
 
 from ..models.calls import ChatReply
+from ..models.schemas import ShortAnswer, SubQuestionPlan
 from ..text import normalize_answer
 from .answer import answer_sub
 from .context import AgentContext
@@ -47,7 +48,6 @@ from .prompts import plan_execute as prompt
 from .retrieve import UNANSWERED
 from .state import AgentState
 from .steps import Update, ask, reasoning_path, same_query, step_limit, steps_of
-from .structured import ShortAnswer, SubQuestionPlan
 from .wiring import Loop, Think, has_answer
 
 LOOP = "plan_execute"
@@ -200,6 +200,3 @@ PLAN_EXECUTE = Loop(
     edges=[("answer_sub", "next")],
     routes={"plan": ("plan", "retrieve", "conclude"), "next": ("retrieve", "conclude")},
 )
-
-
-__all__ = ["LOOP", "PLAN_EXECUTE", "is_chain", "substitute_answers"]

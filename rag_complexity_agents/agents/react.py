@@ -20,13 +20,14 @@ from __future__ import annotations
 import re
 
 from ..models.calls import ChatReply
+from ..models.schemas import ReActMove, ShortAnswer
 from ..models.structured import record_format_failure
 from .context import AgentContext
 from .parsers import ReActParse, clean_answer, clean_query, parse_react
 from .prompts import react as prompt
 from .state import AgentState, Step, merge_steps
 from .steps import Update, ask, copied_exemplar, same_query, step_docs, steps_of
-from .structured import ReActMove, ShortAnswer, ask_step
+from .structured import ask_step
 from .wiring import Loop, Think
 
 LOOP = "react"
@@ -218,6 +219,3 @@ REACT = Loop(
     edges=[("observe", "think"), ("lookup", "think")],
     routes={"think": ("think", "retrieve", "lookup", "conclude")},
 )
-
-
-__all__ = ["LOOP", "REACT"]

@@ -5,7 +5,7 @@ records the round. With ``agents.hop_pool`` a NAR strategy's pool R also holds t
 accepted for the earlier steps (:func:`carried_ids`), so each hop re-ranks its own fresh
 first-stage list, the question's and the earlier hops' evidence together.
 
-**ASU edges** (``sunar`` only): a batch is *uncertain* when its s > 1 and
+**ASU edges** (``sunar`` only; not in the paper): a batch is *uncertain* when its s > 1 and
 s ≥ ``agents.uncertain_fraction`` · m. If every batch was uncertain the evidence found so far
 probably lacks the answer, so the graph goes to ``explore`` (run NAR again with the budget c
 raised by ``agents.explore_budget``; the ASU results of batches already seen are reused)
@@ -21,13 +21,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ..config.pipelines import NAR_STRATEGIES
 from ..models.calls import call_chat
 from ..text import STOPWORDS, cover_em, normalize_answer
-from .context import NAR_STRATEGIES, AgentContext
+from .context import AgentContext
 from .parsers import clean_query
 from .prompts import requery as requery_prompt
 from .state import AgentState, BatchRecord, RetrievalRecord, doc_record, plain
-from .steps import Update, costs, same_query, step_docs, sub_question
+from .steps import Spend, Update, costs, same_query, spending, step_docs, sub_question
 
 UNANSWERED = frozenset({"unknown", "not found", "none", "n a"})
 """Normalised answers that name nothing (no bridge entity to carry)."""
@@ -92,7 +93,8 @@ def retrieve(state: AgentState, ctx: AgentContext) -> Update:
     tick = time.perf_counter()
     extra = int(state.get("extra_budget", 0))
     carried = carried_ids(state, step) if ctx.agents.hop_pool else []
-    result = ctx.retrieve(query, state["question"], extra_budget=extra, carried=carried)
+    with spending(state, ctx):
+        result = ctx.retrieve(query, state["question"], extra_budget=extra, carried=carried)
     batches = _batches(result.trace, ctx.config.asu.m, ctx.agents.uncertain_fraction)
     asu = [b for b in batches if b.get("s") is not None]
     nar = (result.trace.get("nar") or {}) if isinstance(result.trace, dict) else {}
@@ -112,6 +114,10 @@ def retrieve(state: AgentState, ctx: AgentContext) -> Update:
         "seconds": round(time.perf_counter() - tick, 3),
     }
     update: Update = {"retrievals": [*(state.get("retrievals") or []), record]}
+    skipped = _skipped_batches(result.trace)
+    if skipped:
+        note = f"budget spent: ASU skipped {skipped} batch(es) of step {step} (scorer order kept)"
+        update["notes"] = [*(state.get("notes") or []), note]
     update.update(
         costs(
             state,
@@ -123,12 +129,20 @@ def retrieve(state: AgentState, ctx: AgentContext) -> Update:
     return update
 
 
+def _skipped_batches(trace: Mapping[str, Any]) -> int:
+    """NAR batches whose ASU samples the spent budget skipped."""
+    batches = (trace.get("nar") or {}).get("batches") or []
+    return sum(1 for b in batches if (b.get("hook") or {}).get("skipped") == "budget")
+
+
 def after_retrieve(state: AgentState, ctx: AgentContext, accept: str) -> str:
     """The ASU edges: ``explore`` / ``requery`` while every batch is uncertain, else
-    ``accept``."""
+    ``accept`` (also once the run's budget is spent)."""
     records = state.get("retrievals") or []
     record = records[-1] if records else None
     if not record or ctx.strategy != "sunar" or not record.get("all_uncertain"):
+        return accept
+    if Spend.of(state, ctx).spent():
         return accept
     agents = ctx.agents
     if state.get("explore_rounds", 0) < agents.max_explore and record.get("unexplored", 0) > 0:
@@ -184,15 +198,3 @@ def requery(state: AgentState, ctx: AgentContext) -> Update:
         new = clean_query(reply.text)
     update["pending_query"] = new if new and not same_query(new, query) else query
     return update
-
-
-__all__ = [
-    "UNANSWERED",
-    "after_retrieve",
-    "bridge_query",
-    "carried_ids",
-    "expand_query",
-    "explore",
-    "requery",
-    "retrieve",
-]

@@ -165,6 +165,3 @@ async def astream_graph(
             yield str(mode), payload
     except GraphRecursionError:
         yield "error", {"stop_reason": "recursion_limit"}
-
-
-__all__ = ["arun_graph", "astream_graph", "run_config", "run_graph", "stream_graph"]

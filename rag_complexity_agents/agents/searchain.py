@@ -22,6 +22,7 @@ verified nodes and ``agents.max_steps + 1`` planning rounds.
 from __future__ import annotations
 
 from ..models.calls import ChatReply
+from ..models.schemas import SearChainPlan, ShortAnswer
 from ..text import cover_em, normalize_answer
 from .answer import UNKNOWN_ANSWER, answer_from_evidence
 from .context import AgentContext
@@ -29,7 +30,6 @@ from .parsers import ChainNode, SearChainParse, clean_answer, clean_query, parse
 from .prompts import searchain as prompt
 from .state import AgentState, ChainNodeState, merge_steps
 from .steps import Update, ask, copied_exemplar, same_query, step_limit, steps_of
-from .structured import SearChainPlan, ShortAnswer
 from .wiring import Loop, Think, has_answer
 
 LOOP = "searchain"
@@ -242,6 +242,3 @@ SEARCHAIN = Loop(
         "check": ("plan", "retrieve", "conclude"),
     },
 )
-
-
-__all__ = ["LOOP", "SEARCHAIN", "consistent"]

@@ -38,6 +38,7 @@ decided for every loop at the end (:mod:`.abstain`).
 from __future__ import annotations
 
 from ..models.calls import ChatReply, line_grammar
+from ..models.schemas import SelfAskMove, ShortAnswer
 from ..text import cover_em
 from .answer import answer_sub, supported
 from .context import AgentContext
@@ -46,7 +47,6 @@ from .prompts import self_ask as prompt
 from .retrieve import bridge_query
 from .state import AgentState
 from .steps import Update, ask, copied_exemplar, same_query, step_limit, steps_of
-from .structured import SelfAskMove, ShortAnswer
 from .wiring import Loop, Think, has_answer
 
 LOOP = "self_ask"
@@ -229,6 +229,3 @@ SELF_ASK = Loop(
     edges=[("answer_sub", "decompose")],
     routes={"decompose": ("decompose", "retrieve", "conclude")},
 )
-
-
-__all__ = ["LOOP", "SELF_ASK", "not_done"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .parsers import as_text
+from ..text import as_text
 
 _ANSWER_PREFIX = re.compile(r"^\s*(final\s+)?answer\s*[:\-]\s*", re.IGNORECASE)
 

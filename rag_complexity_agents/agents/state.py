@@ -23,7 +23,6 @@ from pydantic import Field
 from typing_extensions import TypedDict as TypedDictX  # pydantic's JSON schema needs it (3.11)
 
 from ..config.knobs import KNOBS, bounds, field_of
-from ..config.pipelines import LoopName, RetrievalName
 from ..types import CITATION_KEYS, Chunk, ScoredDoc
 
 StopReason = Literal[
@@ -325,27 +324,3 @@ def sources_of(state: Mapping[str, Any], trace: Mapping[str, Any]) -> list[DocRe
         source["text"] = texts.get(str(doc.get("id")), "")
         sources.append(cast(DocRecord, source))
     return sources
-
-
-__all__ = [
-    "TRACE_VERSION",
-    "AgentState",
-    "BatchRecord",
-    "ChainNodeState",
-    "DocRecord",
-    "InputState",
-    "LoopName",
-    "OutputState",
-    "RetrievalName",
-    "RetrievalRecord",
-    "RunOptions",
-    "Step",
-    "StopReason",
-    "Trace",
-    "doc_from_record",
-    "doc_record",
-    "merge_steps",
-    "plain",
-    "sources_of",
-    "without_text",
-]

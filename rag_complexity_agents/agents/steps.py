@@ -1,11 +1,37 @@
 """What a loop step reads from and writes to the state: the steps and their evidence, the
-hand-over to the retrieval node, the step limits and the cost counters."""
+hand-over to the retrieval node, the step limits, the cost counters and the run's budget;
+and :func:`cancellable`, the graph node that stops when its run is cancelled.
+
+**Budget** (``agents.max_llm_calls``, ``agents.max_output_tokens``, ``agents.max_seconds``):
+checked between steps (:func:`step_limit`) and before each ASU batch (:func:`asu_allowed`,
+with the counts of the retrieval node under way, :func:`spending`). A spent budget ends the
+loop like ``max_steps`` does, with ``stop_reason == "budget"`` and the best answer so far.
+
+**Cancellation.** The LangGraph server cancels a run by cancelling its asyncio task; a sync
+node runs in a worker thread that the cancellation does not reach. :func:`cancellable` runs
+the node in that thread with an event that the cancellation sets, and every model call
+checks it first (:func:`~..models.calls.check_cancelled`), so the thread stops before its
+next model call; the cancelled task waits for it, so the run counts as ended only once its
+thread has stopped.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
+import functools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..models.calls import ChatReply
+from langchain_core.runnables import Runnable
+from langgraph._internal._runnable import RunnableCallable
+
+from ..models.calls import ChatReply, cancel_on, check_cancelled
 from ..text import normalize_answer
 from .state import AgentState, DocRecord, RetrievalRecord, Step
 
@@ -76,13 +102,116 @@ def near_recursion_limit(state: AgentState, ctx: AgentContext) -> bool:
 
 def step_limit(state: AgentState, ctx: AgentContext) -> str | None:
     """Why the loop must conclude instead of taking another step: ``"max_steps"`` once
-    ``agents.max_steps`` steps were taken, ``"recursion_limit"`` near LangGraph's limit, else
-    None."""
+    ``agents.max_steps`` steps were taken, ``"budget"`` once the run's budget is spent,
+    ``"recursion_limit"`` near LangGraph's limit, else None."""
     if len(steps_of(state)) >= ctx.agents.max_steps:
         return "max_steps"
+    if Spend.of(state, ctx).spent():
+        return "budget"
     if near_recursion_limit(state, ctx):
         return "recursion_limit"
     return None
+
+
+BUDGET = "budget"
+"""The ``stop_reason`` of a run whose budget was spent."""
+
+
+@dataclass
+class Spend:
+    """A run's use of its budget: the state's counters (plus the ASU prompts of the
+    retrieval node under way) against the limits of ``agents``."""
+
+    llm_calls: int
+    output_tokens: int
+    started_at: float | None
+    max_llm_calls: int | None = None
+    max_output_tokens: int | None = None
+    max_seconds: float | None = None
+
+    @classmethod
+    def of(cls, state: AgentState, ctx: AgentContext) -> Spend:
+        agents = ctx.agents
+        return cls(
+            llm_calls=int(state.get("llm_calls", 0) or 0),
+            output_tokens=int(state.get("output_tokens", 0) or 0),
+            started_at=state.get("started_at"),
+            max_llm_calls=agents.max_llm_calls,
+            max_output_tokens=agents.max_output_tokens,
+            max_seconds=agents.max_seconds,
+        )
+
+    def spent(self) -> bool:
+        """Whether any limit is reached."""
+        if self.max_llm_calls is not None and self.llm_calls >= self.max_llm_calls:
+            return True
+        if self.max_output_tokens is not None and self.output_tokens >= self.max_output_tokens:
+            return True
+        return (
+            self.max_seconds is not None
+            and self.started_at is not None
+            and time.time() - self.started_at >= self.max_seconds
+        )
+
+
+_SPEND: ContextVar[Spend | None] = ContextVar("rca_spend", default=None)
+
+
+@contextlib.contextmanager
+def spending(state: AgentState, ctx: AgentContext) -> Iterator[Spend]:
+    """The budget of the node under way (the retrieval node): ASU batches inside the block
+    count against it and stop once it is spent (:func:`asu_allowed`)."""
+    spend = Spend.of(state, ctx)
+    token = _SPEND.set(spend)
+    try:
+        yield spend
+    finally:
+        _SPEND.reset(token)
+
+
+def asu_allowed() -> bool:
+    """Before an ASU batch's samples: RunCancelled when the run was cancelled; False when the
+    budget of the node under way (:func:`spending`) is spent (the batch keeps its scorer
+    scores), else True and the batch's prompt is counted."""
+    check_cancelled()
+    spend = _SPEND.get()
+    if spend is None:
+        return True
+    if spend.spent():
+        return False
+    spend.llm_calls += 1
+    return True
+
+
+def cancellable(fn: Callable[..., Any], name: str) -> Runnable[Any, Any]:
+    """The graph node ``name`` running the sync function ``fn``: called synchronously (a sync
+    graph, or a graph nested in a node) it checks first that its run was not cancelled; run
+    by an async graph (the LangGraph server) it runs in a worker thread under an event that a
+    cancellation of the run's task sets (:func:`~..models.calls.cancel_on`), then waits for
+    the thread to stop (before its next model call) and re-raises the cancellation."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        check_cancelled()
+        return fn(*args, **kwargs)
+
+    def in_thread(event: threading.Event, args: Any, kwargs: Any) -> Any:
+        with cancel_on(event):
+            return run(*args, **kwargs)
+
+    async def arun(*args: Any, **kwargs: Any) -> Any:
+        event = threading.Event()
+        call = functools.partial(contextvars.copy_context().run, in_thread, event, args, kwargs)
+        future = asyncio.get_running_loop().run_in_executor(None, call)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            event.set()
+            with contextlib.suppress(BaseException):  # RunCancelled, or a second cancel
+                await future
+            raise
+
+    return RunnableCallable(run, arun, name=name, trace=False)
 
 
 def costs(state: AgentState, reply: ChatReply | None = None, **more: int) -> Update:
@@ -117,20 +246,3 @@ def copied_exemplar(answer: str, exemplar_answers: set[str], state: AgentState) 
 def same_query(a: str, b: str) -> bool:
     """Whether two queries are the same once normalised."""
     return normalize_answer(a) == normalize_answer(b)
-
-
-__all__ = [
-    "Update",
-    "accepted_retrieval",
-    "ask",
-    "copied_exemplar",
-    "costs",
-    "near_recursion_limit",
-    "reasoning_path",
-    "same_query",
-    "step_docs",
-    "step_limit",
-    "steps_of",
-    "sub_question",
-    "superstep_reserve",
-]

@@ -26,21 +26,6 @@ from pydantic import BaseModel
 
 from ..models.calls import ChatReply, call_chat
 from ..models.llamacpp import LlamaCppChatModel
-from ..models.schemas import (
-    CoTStep,
-    MERAnswer,
-    ReActMove,
-    SearChainPlan,
-    SelfAskMove,
-    ShortAnswer,
-    SubQuestionPlan,
-)
-from ..models.structured import (
-    STRUCTURE_TOKENS,
-    StructuredOutput,
-    structured_messages,
-    supports_structured_output,
-)
 from .steps import Update, costs
 
 if TYPE_CHECKING:
@@ -123,20 +108,3 @@ def ask_step(
     counted: Any = {**state, **update}  # the state after the structured call's costs
     update.update(costs(counted, text_reply))
     return None, text_reply, update
-
-
-__all__ = [
-    "STRUCTURE_TOKENS",
-    "CoTStep",
-    "MERAnswer",
-    "ReActMove",
-    "SearChainPlan",
-    "SelfAskMove",
-    "ShortAnswer",
-    "StructuredOutput",
-    "SubQuestionPlan",
-    "ask_step",
-    "model_notes",
-    "structured_messages",
-    "supports_structured_output",
-]

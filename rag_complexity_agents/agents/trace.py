@@ -93,6 +93,3 @@ def build_trace(state: Mapping[str, Any], *, passages: int | None = None) -> Tra
         }
     )
     return trace
-
-
-__all__ = ["build_trace"]

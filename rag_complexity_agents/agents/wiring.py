@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import set_config_context
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.graph import END, START, StateGraph
@@ -27,14 +27,15 @@ from pydantic import BaseModel
 from ..components import Components
 from ..config import Config
 from ..config.pipelines import Pipeline
-from ..models.calls import ChatReply
+from ..models.calls import ChatReply, call_notes
 from ..models.structured import format_failures, record_format_failure
 from ..text import validate_question
+from .abstain import NOT_FOUND
 from .answer import final_answer, mer_node
 from .context import AgentContext, ResourceProvider
 from .retrieve import after_retrieve, explore, requery, retrieve
 from .state import AgentState, InputState, OutputState, RunOptions, sources_of
-from .steps import Update, costs, step_limit
+from .steps import BUDGET, Update, cancellable, costs, step_limit
 from .structured import ask_step, model_notes
 from .trace import build_trace
 from .turns import appended, question_of
@@ -80,6 +81,8 @@ class Think(Generic[P]):
     def __call__(self, state: AgentState, ctx: AgentContext) -> Update:
         if self.skip is not None and self.skip(state):
             return {}
+        if state.get("stop_reason") == BUDGET:
+            return {}  # the run's budget is spent: no further model call
         if self.limit is not None and (reason := self.limit(state, ctx)):
             return {"stop_reason": reason, "next_node": "conclude"}
         obj, reply, update = ask_step(
@@ -135,17 +138,21 @@ STREAM_STEPS = "stream_steps"
 """The ``configurable`` key that lets a run's internal chat calls stream as messages."""
 
 
-def _bind(provider: ResourceProvider, fn: NodeFn, name: str) -> Callable[..., Update]:
+def _bind(provider: ResourceProvider, fn: NodeFn, name: str) -> Runnable[Any, Any]:
     """The graph node ``name`` of ``fn``: resolves the run's context, tags the chat calls
     ``fn`` makes (:data:`STEP_TAG`) and adds the format failures of those calls
-    (:func:`~..models.structured.format_failures`) to the state's."""
+    (:func:`~..models.structured.format_failures`) to the state's; a cancelled run stops
+    before its next model call (:func:`~.steps.cancellable`)."""
 
     def node(state: AgentState, config: RunnableConfig, runtime: Any = None) -> Update:
         shown = bool((config.get("configurable") or {}).get(STREAM_STEPS))
         tags = [STEP_TAG, f"rca:{name}", *([] if shown else [TAG_NOSTREAM])]
         tagged: RunnableConfig = {**config, "tags": [*(config.get("tags") or []), *tags]}
-        with format_failures() as tally, set_config_context(tagged) as calls:
+        with format_failures() as tally, call_notes() as notes, set_config_context(tagged) as calls:
             update = calls.run(fn, state, provider.context(config, runtime))
+        known = list(update.get("notes", state.get("notes")) or [])
+        if any(note not in known for note in notes):
+            update = {**update, "notes": [*known, *(n for n in notes if n not in known)]}
         if tally:
             counts = dict(update.get("format_failures", state.get("format_failures") or {}))
             for kind, count in tally.items():
@@ -153,7 +160,7 @@ def _bind(provider: ResourceProvider, fn: NodeFn, name: str) -> Callable[..., Up
             update = {**update, "format_failures": counts}
         return update
 
-    return node
+    return cancellable(node, name)
 
 
 def start_node(pipeline: Pipeline, name: str) -> NodeFn:
@@ -220,6 +227,11 @@ def start_node(pipeline: Pipeline, name: str) -> NodeFn:
 def finish(state: AgentState, ctx: AgentContext) -> Update:
     """The answer (MER's when it gave one, else the loop's) and the JSON trace."""
     answer, source = final_answer(state, ctx.agents.abstain)
+    empty = getattr(ctx.parts, "empty_store_note", None)  # a user's store with no documents
+    note = empty() if callable(empty) and ctx.strategy != "none" else None
+    if note:
+        answer, source = NOT_FOUND, f"abstained: {note}"
+        state = {**state, "notes": [*(state.get("notes") or []), note]}
     state = {**state, "answer": answer, "answer_source": source}
     trace = build_trace(state, passages=ctx.config.answer.passages)
     by_messages = bool(state.get("asked_by_messages"))
@@ -277,7 +289,7 @@ def build_loop(
         pipeline, config, components=components, knobs=knobs, retrieval=loop.retrieval
     )
 
-    def bind(fn: NodeFn, name: str) -> Callable[..., Update]:
+    def bind(fn: NodeFn, name: str) -> Runnable[Any, Any]:
         return _bind(provider, fn, name)
 
     graph = StateGraph(
@@ -295,6 +307,8 @@ def build_loop(
         graph.add_node(node, bind(fn, node))
 
     def after_conclude(state: AgentState, config: RunnableConfig, runtime: Any = None) -> str:
+        if state.get("stop_reason") == BUDGET:
+            return "finish"  # the budget is spent: MER's model call is skipped too
         return "mer" if provider.context(config, runtime).mer else "finish"
 
     graph.add_node("mer", bind(mer_node, "mer"))
@@ -309,16 +323,3 @@ def build_loop(
     for source, targets in loop.routes.items():
         graph.add_conditional_edges(source, route_next(*targets), list(targets))
     return graph.compile(checkpointer=checkpointer, name=name or pipeline.name)
-
-
-__all__ = [
-    "Graph",
-    "Loop",
-    "NodeFn",
-    "Think",
-    "build_loop",
-    "finish",
-    "has_answer",
-    "route_next",
-    "start_node",
-]

@@ -80,12 +80,10 @@ def adaptive_train(
 ) -> None:
     """Train the complexity classifier on CPU and save it to a directory."""
     # a command imports what it runs only: `rca --help` stays fast
-    from ..complexity.adaptive.classifier import (
-        TfidfClassifier,
-        default_model_dir,
-        train_classifier,
-    )
+    from ..complexity.adaptive.classifier import default_model_dir
     from ..complexity.adaptive.labels import read_labelled
+    from ..complexity.adaptive.tfidf import TfidfClassifier
+    from ..complexity.adaptive.training import train_classifier
 
     cfg = build_config(
         config,

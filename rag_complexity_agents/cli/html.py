@@ -644,14 +644,3 @@ def render(
         print_trace(question, answer, trace)
         return
     write_html(html_path, question, answer, trace, graph)
-
-
-__all__ = [
-    "GraphData",
-    "graph_data",
-    "graph_svg",
-    "load_run",
-    "render",
-    "render_html",
-    "write_html",
-]

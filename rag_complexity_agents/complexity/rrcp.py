@@ -499,25 +499,3 @@ def retrieval_complexity(
                 if pipeline is None:
                     pipeline = _PIPELINES[key] = RetrievalComplexity.from_config(cfg)
     return pipeline.score(question, references)
-
-
-__all__ = [
-    "METHODS",
-    "AnswerEvaluator",
-    "Calibration",
-    "RCResult",
-    "RetrievalComplexity",
-    "Retriever",
-    "Scored",
-    "TokenRelevance",
-    "answerability",
-    "calibrate",
-    "classification_metrics",
-    "completeness",
-    "completeness_score",
-    "is_complex",
-    "normalized_entropy",
-    "predict",
-    "retrieval_complexity",
-    "rrcp_from_scores",
-]

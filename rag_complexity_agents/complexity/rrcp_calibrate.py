@@ -153,6 +153,3 @@ def write_thresholds(path: str | Path, T_ans: float, T_com: float) -> Path:
     tomllib.loads(out)  # never write a file the config loader cannot read
     path.write_text(out, encoding="utf-8")
     return path
-
-
-__all__ = ["Labelled", "calibrate_labelled", "load_labelled", "score_labelled", "write_thresholds"]

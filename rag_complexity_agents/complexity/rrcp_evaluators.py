@@ -46,8 +46,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import ConfigError, InputError, ModelNotAvailable
-from ..models.calls import parse_yes_no, reply_text
+from ..models.calls import parse_yes_no
 from ..models.llamacpp import LlamaCppChatModel, to_messages
+from ..models.llamacpp.messages import reply_text
 from ..models.structured import StructuredOutput, ask_yes_no
 from ..optional import require
 from ..text import STOPWORDS, normalize_answer
@@ -398,17 +399,3 @@ class LLMComplexityClassifier:
 
     def is_complex(self, question: str) -> bool:
         return self.probability(question) >= self.threshold
-
-
-__all__ = [
-    "ANSWER_INSTRUCTION",
-    "BASELINE_SYSTEM",
-    "CrossEncoderAnswerEvaluator",
-    "LLMAnswerEvaluator",
-    "LLMComplexityClassifier",
-    "LexicalAnswerEvaluator",
-    "MaxSimTokenRelevance",
-    "answer_messages",
-    "load_answer_evaluator",
-    "yes_probability",
-]

@@ -109,15 +109,3 @@ def build_rc_graph(
     graph.add_edge(START, "retrieval_complexity")
     graph.add_edge("retrieval_complexity", END)
     return graph.compile(name=name)
-
-
-__all__ = [
-    "RC_RUN_OPTIONS",
-    "RCInput",
-    "RCNode",
-    "RCRunOptions",
-    "RCState",
-    "build_rc_graph",
-    "check_run_options",
-    "make_rc_node",
-]

@@ -40,12 +40,14 @@ class ModelsConfig(BaseModel):
         description="'bi-encoder', 'splade' or 'cross-encoder:<local path>'. The bi-encoder shares "
         "MiniLM with the dense first stage and the graph, so with the hybrid first stage and pool "
         "'own'/'union' NAR returns the same top 10 as re-ranking; the paper scores with a "
-        "cross-encoder over a graph from the complementary retriever: use 'splade' or one.",
+        "cross-encoder over a graph from the complementary retriever: use 'splade' or one. "
+        "Not in the paper: the default 'bi-encoder'.",
     )
     equivalence: str = Field(
         "lexical",
-        description="'lexical' (normalised equality or token subset; not the paper's two-way "
-        "NLI entailment), 'embedding', 'llm' or 'nli:<local path>'.",
+        description="'lexical' (normalised equality or token subset), 'embedding', 'llm' or "
+        "'nli:<local path>'. Not in the paper: the default 'lexical' (the paper clusters by "
+        "two-way NLI entailment).",
     )
     home: Path = Field(
         default_factory=default_home,
@@ -70,6 +72,11 @@ class ModelsConfig(BaseModel):
     )
 
 
+#: Characters per token of the default chunk cap: about twice English prose's (~4-5), so only
+#: text without whitespace (a run the tokenizer keeps as one token) reaches it.
+CHUNK_CHARS_PER_TOKEN = 8
+
+
 class CorpusConfig(BaseModel):
     """Where collections live and how documents become chunks."""
 
@@ -82,6 +89,12 @@ class CorpusConfig(BaseModel):
     chroma_port: int = Field(8000, **NEUTRAL)
     chunk_size: int = Field(200, ge=16, description="Chunk length in embedding-tokenizer tokens.")
     chunk_overlap: int = Field(40, ge=0)
+    chunk_max_chars: int | None = Field(
+        None,
+        ge=16,
+        description="Hard cap on a chunk's characters, so text without whitespace (one huge "
+        f"token) is cut by characters; None = {CHUNK_CHARS_PER_TOKEN} × chunk_size.",
+    )
     ingest_batch_size: int = Field(
         256,
         ge=1,
@@ -101,6 +114,11 @@ class CorpusConfig(BaseModel):
     @property
     def collections_dir(self) -> Path:
         return self.home / "collections"
+
+    @property
+    def max_chunk_chars(self) -> int:
+        """The characters a chunk may hold (``chunk_max_chars`` or its default)."""
+        return self.chunk_max_chars or CHUNK_CHARS_PER_TOKEN * self.chunk_size
 
 
 class GraphConfig(BaseModel):
@@ -155,7 +173,8 @@ class AnswerConfig(BaseModel):
         ge=1,
         le=50,
         description="Passages each sub-question of a loop is answered from. None = mer.l "
-        "(the paper answers sub-questions from the same top-l MER reads; paper preset: 10).",
+        "(the paper answers sub-questions from the same top-l MER reads; paper preset: 10). "
+        "Not in the paper: a count of its own (default 3, while mer.l is 4).",
     )
     passage_chars: int = Field(
         700, ge=50, description="Each passage is cut to this length (characters)."
@@ -195,7 +214,7 @@ class NARConfig(NARParams):
         "union",
         description="Initial ranking R of a sub-question: 'own' = its own first-stage list, "
         "'original' = the original question's list (what the official code does), 'union' = "
-        "both fused by reciprocal rank.",
+        "both fused by reciprocal rank. Not in the paper: the default 'union'.",
     )
     missing_graph: Literal["error", "rerank"] = Field(
         "error",
@@ -206,7 +225,8 @@ class NARConfig(NARParams):
 
 class ASUConfig(BaseModel):
     """Answer Semantic Uncertainty (SUNAR §3.2): per NAR batch, sample m answers, cluster
-    them, divide the batch's normalised scores by the number of clusters s (scale-free)."""
+    them, divide the batch's min-max normalised scores by the number of clusters s (our
+    scale-free variant of the paper's division of each score by s)."""
 
     enabled: bool = Field(
         False, description="Re-score NAR batches by answer uncertainty (costs m LLM samples each)."
@@ -232,7 +252,9 @@ class ASUConfig(BaseModel):
         description="Scale-free 1/s: 'batch' divides the batch's min-max normalised scores by s "
         "(lo + (score - lo) / s, lo = the batch's lowest score: the same ranking for any "
         "scorer scale); 'multiplicative' divides positive scores by s and multiplies negative "
-        "ones by s.",
+        "ones by s. Not in the paper: the default 'batch' (the paper divides each score by "
+        "s); it never lowers a batch's lowest document, and with b = 2 it can at most pull "
+        "the top document down to its partner's score.",
     )
 
 
@@ -273,6 +295,25 @@ class AgentsConfig(BaseModel):
     max_steps: int = Field(
         4, ge=1, le=50, description="Loop steps (sub-questions, actions, CoT sentences) per run."
     )
+    max_llm_calls: int | None = Field(
+        None,
+        ge=1,
+        description="Run budget: chat-model calls (ASU prompts included). Once spent the loop "
+        "takes no new step, ASU stops sampling and no concluding or MER call is made; the "
+        "run ends with stop_reason 'budget' and the best answer so far. None: no limit.",
+    )
+    max_output_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="Run budget: tokens the chat model generated for the loop's steps and "
+        "answers (as the trace's output_tokens counts them). None: no limit.",
+    )
+    max_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="Run budget: seconds since the run started, checked between steps and "
+        "before each ASU batch (a model call under way is not interrupted). None: no limit.",
+    )
     max_format_errors: int = Field(
         1, ge=0, le=10, description="Replies that break the format before the loop gives up."
     )
@@ -297,13 +338,21 @@ class AgentsConfig(BaseModel):
         "fraction of m.",
     )
     max_explore: int = Field(
-        1, ge=0, le=10, description="ASU edges: extra NAR rounds when every batch is uncertain."
+        1,
+        ge=0,
+        le=10,
+        description="ASU edges: extra NAR rounds when every batch is uncertain. Not in the "
+        "paper: the explore / requery edges (on by default; 0 turns this one off).",
     )
     explore_budget: int | None = Field(
         None, ge=1, description="Documents added to c per exploration round (None: nar.b)."
     )
     max_requery: int = Field(
-        1, ge=0, le=5, description="ASU edges: re-queries once exploring cannot help."
+        1,
+        ge=0,
+        le=5,
+        description="ASU edges: re-queries once exploring cannot help. Not in the paper: the "
+        "explore / requery edges (on by default; 0 turns this one off).",
     )
     requery: Literal["expand", "llm"] = Field(
         "expand",
@@ -314,12 +363,14 @@ class AgentsConfig(BaseModel):
         True,
         description="NAR strategies: each hop's pool R also holds the documents retrieved for "
         "the earlier hops (fused by reciprocal rank with its own fresh search and the "
-        "question's), so a hop re-ranks the union of its evidence so far.",
+        "question's), so a hop re-ranks the union of its evidence so far. Not in the paper "
+        "(on by default).",
     )
     bridge: bool = Field(
         True,
         description="Self-Ask: a follow-up that does not mention the previous intermediate "
-        "answer (the bridge entity) is retrieved for and answered with it added.",
+        "answer (the bridge entity) is retrieved for and answered with it added. Not in the "
+        "paper (on by default).",
     )
     fresh_evidence: bool = Field(
         False,
@@ -345,14 +396,15 @@ class AgentsConfig(BaseModel):
         "otherwise, while steps remain, the loop looks up the question itself with the bridge "
         "entity added (opt-in: on a 20 + 20 question dev sample with the 0.5B model it raised "
         "evidence R@5 but neither variant beat single-step; "
-        "benchmarks/results/decomposition_dev.md).",
+        "benchmarks/results/decomposition_dev.md). 'model' is the paper's; 'evidence' is not "
+        "in the paper (the end-to-end benchmark's command sets it).",
     )
     abstain: Literal["exemplar", "ungrounded"] = Field(
         "exemplar",
         description="Which final answers become 'not found' (agents/abstain.py), in every "
         "loop that retrieved something: 'exemplar': one that contains a few-shot exemplar's "
         "answer no passage read supports; 'ungrounded': also one that shares no content word "
-        "with any passage read.",
+        "with any passage read. Not in the paper (always on; 'exemplar' is the milder).",
     )
     structured_output: Literal["auto", "on", "off"] = Field(
         "auto",

@@ -27,10 +27,10 @@ from ..config import Config
 from ..errors import InputError
 from ..models.cache import open_llm_cache
 from ..types import RunResult
+from .base import EvalComponents, Strategy
 from .datasets import default_data_dir, load_records, resolve_dataset
 from .harness import default_run_path, evaluate
 from .runner import read_run
-from .strategies import EvalComponents, Strategy
 
 
 def build_adaptive_strategy(parts: EvalComponents) -> Strategy:
@@ -111,6 +111,3 @@ def collect_labels(
         counts[item.label] += 1
         counts[item.source] += 1
     return target, counts
-
-
-__all__ = ["build_adaptive_strategy", "collect_labels"]

@@ -91,6 +91,3 @@ class EvalComponents(Components):
             return str(value) if value else None
 
         return resolve
-
-
-__all__ = ["EvalComponents", "RecordStrategy", "Strategy", "StrategyBuilder"]

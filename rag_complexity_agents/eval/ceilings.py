@@ -36,10 +36,10 @@ from ..agents.plan_execute import substitute_answers
 from ..agents.registry import build_pipeline
 from ..agents.run import run_graph
 from ..errors import InputError
+from ..text import cover_em
 from ..types import Chunk, RunResult, ScoredDoc
 from .base import EvalComponents, RecordStrategy
 from .datasets import QARecord, gold_decomposition
-from .metrics import cover_em
 
 _KB_STEP = " >> "
 
@@ -204,13 +204,3 @@ class GoldDecomposition(RecordStrategy):
                 "seconds": round(time.perf_counter() - started, 3),
             },
         )
-
-
-__all__ = [
-    "RELATION_QUESTIONS",
-    "GoldDecomposition",
-    "GoldEvidence",
-    "as_question",
-    "gold_passages",
-    "substitute_answers",
-]

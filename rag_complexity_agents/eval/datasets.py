@@ -468,25 +468,3 @@ def build_pooled_corpus(records: Iterable[QARecord], *, title_in_text: bool = Tr
         per_dataset=per_dataset,
         fingerprint=digest.hexdigest()[:12],
     )
-
-
-__all__ = [
-    "DATASET_FILES",
-    "DATASET_SUBSETS",
-    "DatasetSubset",
-    "DecompositionStep",
-    "Paragraph",
-    "PooledCorpus",
-    "QARecord",
-    "build_pooled_corpus",
-    "canonical_dataset_name",
-    "dataset_subset",
-    "default_data_dir",
-    "gold_decomposition",
-    "is_paragraph_id",
-    "iter_records",
-    "load_records",
-    "paragraph_id",
-    "parse_record",
-    "resolve_dataset",
-]

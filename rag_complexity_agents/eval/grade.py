@@ -71,6 +71,3 @@ def matrix_for_run(
     matrix.extra["metric"] = grade.metric
     matrix.extra["aggregation"] = grade.aggregation
     return matrix, inputs
-
-
-__all__ = ["matrix_for_run", "read_run_rows", "supports_from_dataset"]

@@ -13,9 +13,10 @@ from typing import Any
 from ..config import Config, answer_neutral_keys
 from ..errors import InputError
 from ..models.cache import open_llm_cache
+from .base import EvalComponents
 from .datasets import dataset_subset, default_data_dir, load_records, resolve_dataset
 from .runner import RunSummary, run_eval
-from .strategies import EvalComponents, build_strategy, get_strategy_spec
+from .strategies import build_strategy, get_strategy_spec
 
 
 def _flatten(data: dict[str, Any], skip: set[str], prefix: str = "") -> dict[str, Any]:
@@ -153,13 +154,3 @@ def evaluate(
         fsync=config.eval.fsync,
     )
     return EvalOutcome(summary, dataset_file, fingerprint)
-
-
-__all__ = [
-    "EvalOutcome",
-    "default_run_path",
-    "evaluate",
-    "run_fingerprint",
-    "runs_dir",
-    "semantic_settings",
-]

@@ -241,22 +241,3 @@ def paired_difference(
         raise ValueError(f"paired scores need equal lengths, got {len(values)} and {len(baseline)}")
     differences = [float(a) - float(b) for a, b in zip(values, baseline, strict=True)]
     return mean_ci(differences, level=level, n_boot=n_boot, seed=seed)
-
-
-__all__ = [
-    "ANSWER_METRICS",
-    "Estimate",
-    "answer_scores",
-    "cover_em",
-    "evidence_paragraph_id",
-    "evidence_ranking",
-    "exact_match",
-    "mean_ci",
-    "ndcg_at_k",
-    "normalize_title",
-    "paired_difference",
-    "recall_at_k",
-    "retrieval_scores",
-    "substring_match",
-    "token_f1",
-]

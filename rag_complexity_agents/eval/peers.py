@@ -39,7 +39,7 @@ from langchain_core.language_models import BaseChatModel
 from ..agents.prompts.single_step import format_passages
 from ..agents.single_step import extract_short_answer
 from ..errors import ConfigError
-from ..models.calls import reply_text
+from ..models.llamacpp.messages import reply_text
 from ..types import RunResult, ScoredDoc
 from .base import EvalComponents
 from .runner import FATAL_ERRORS
@@ -162,7 +162,7 @@ class SubQuestionPeer(_Peer):
         from llama_index.core.tools import QueryEngineTool, ToolMetadata
 
         # llama-index is optional and heavy (about 2.5 s): loaded only when this peer runs
-        from ..integrations.llamaindex import LangChainChatLLM
+        from ..integrations.llamaindex_llm import LangChainChatLLM
 
         models = self.parts.config.models
         llm = LangChainChatLLM(chat, max_tokens=models.max_tokens, context_window=models.n_ctx)
@@ -249,12 +249,3 @@ class ReactAgentPeer(_Peer):
         messages: Sequence[Any] = state.get("messages") or []
         raw = reply_text(messages[-1]) if messages else ""
         return raw, extract_short_answer(raw)
-
-
-__all__ = [
-    "REACT_SYSTEM",
-    "ChatCallCounter",
-    "ReactAgentPeer",
-    "SearchLog",
-    "SubQuestionPeer",
-]

@@ -319,16 +319,3 @@ def write_report(rows: Sequence[ReportRow], markdown: Path | None, json_path: Pa
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(to_json(rows), indent=2) + "\n", encoding="utf-8")
-
-
-__all__ = [
-    "COST_KEYS",
-    "ReportRow",
-    "build_report",
-    "paired_delta",
-    "run_files",
-    "summarize",
-    "to_json",
-    "to_markdown",
-    "write_report",
-]

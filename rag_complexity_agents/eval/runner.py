@@ -462,19 +462,3 @@ def strip_volatile(record: Mapping[str, Any]) -> dict[str, Any]:
             continue
         clean[key] = strip_volatile(value) if isinstance(value, Mapping) else value
     return clean
-
-
-__all__ = [
-    "FATAL_ERRORS",
-    "RunAborted",
-    "RunFileError",
-    "RunSummary",
-    "answer_record",
-    "enrich_evidence",
-    "lock_path",
-    "meta_path",
-    "read_meta",
-    "read_run",
-    "run_eval",
-    "strip_volatile",
-]

@@ -34,7 +34,7 @@ from ..agents.run import run_graph
 from ..config.pipelines import PIPELINES
 from ..errors import ConfigError
 from ..types import RunResult
-from .base import EvalComponents, RecordStrategy, Strategy, StrategyBuilder
+from .base import EvalComponents, Strategy, StrategyBuilder
 from .ceilings import GoldDecomposition, GoldEvidence
 from .peers import ReactAgentPeer, SubQuestionPeer
 
@@ -203,17 +203,3 @@ register_strategy(
     _build_react_agent,
     description="peer: LangGraph's prebuilt create_react_agent with first-stage search",
 )
-
-
-__all__ = [
-    "ENTRY_POINT_GROUP",
-    "EvalComponents",
-    "RecordStrategy",
-    "Strategy",
-    "StrategyBuilder",
-    "StrategySpec",
-    "available_strategies",
-    "build_strategy",
-    "get_strategy_spec",
-    "register_strategy",
-]

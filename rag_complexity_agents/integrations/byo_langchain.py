@@ -30,13 +30,6 @@ from .external import (
 )
 from .neighbours import ChromaSource, LangChainSource, NeighbourSource
 
-__all__ = [
-    "chunk_from_langchain",
-    "from_langchain",
-    "langchain_neighbour_source",
-    "langchain_search",
-]
-
 
 def chunk_from_langchain(doc: Any) -> Chunk:
     """A LangChain ``Document`` as a Chunk (id: ``doc.id``, ``metadata["id"]`` or a hash)."""

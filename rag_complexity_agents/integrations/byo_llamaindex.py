@@ -32,8 +32,6 @@ from .external import (
 )
 from .neighbours import LlamaIndexSource
 
-__all__ = ["chunk_from_llamaindex", "from_llamaindex", "index_embed_model", "llamaindex_search"]
-
 
 def chunk_from_llamaindex(node: Any) -> Chunk:
     """A LlamaIndex node (or ``NodeWithScore``) as a Chunk (id: ``node_id``)."""

@@ -235,16 +235,3 @@ def resolve_graph(
         return graph
     cfg = config or (components.config if components is not None else Config())
     return build_pipeline(graph, cfg, components=components)
-
-
-__all__ = [
-    "STRATEGIES",
-    "RetrievalAdapter",
-    "Strategy",
-    "asu_of",
-    "check_k",
-    "check_query",
-    "doc_metadata",
-    "rag_components",
-    "resolve_graph",
-]

@@ -57,21 +57,6 @@ from ..models.embeddings import as_embedder, load_embedder
 from ..types import Chunk, ScoredDoc
 from .neighbours import NeighbourSource, OnDemandGraph
 
-__all__ = [
-    "UNKNOWN_SIZE",
-    "ByoComponents",
-    "ExternalCorpus",
-    "ExternalFirstStage",
-    "Lister",
-    "Listing",
-    "NeighbourMode",
-    "SearchFn",
-    "build_components",
-    "content_id",
-    "make_chunk",
-    "plain_metadata",
-]
-
 SearchFn = Callable[[str, int], Sequence[tuple[Chunk, float | None]]]
 #: A store's documents and, when it exposes them, their vectors (one row per document).
 Listing = tuple[list[Chunk], np.ndarray | None]

@@ -265,14 +265,3 @@ class RCAEmbeddings(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         return [float(x) for x in self.embedder.encode([text])[0]]
-
-
-__all__ = [
-    "TOOL_DESCRIPTION",
-    "ComplexQuestion",
-    "RCAEmbeddings",
-    "SunarLangChainRetriever",
-    "as_runnable",
-    "as_tool",
-    "to_document",
-]

@@ -53,7 +53,7 @@ from .core import (
     rag_components,
     resolve_graph,
 )
-from .llamaindex_llm import LangChainChatLLM, LlamaIndexChatModel, RCAEmbedding
+from .llamaindex_llm import RCAEmbedding
 
 
 def settings_llm() -> Any:
@@ -278,16 +278,3 @@ class RCAQueryEngine(CustomQueryEngine):
 
     async def acustom_query(self, query_str: str) -> Response:
         return self._response(await arun_graph(self.graph, query_str, options=self.options))
-
-
-__all__ = [
-    "LangChainChatLLM",
-    "LlamaIndexChatModel",
-    "RCAEmbedding",
-    "RCAQueryEngine",
-    "SunarLlamaIndexRetriever",
-    "evidence_nodes",
-    "settings_embed_model",
-    "settings_llm",
-    "to_node",
-]

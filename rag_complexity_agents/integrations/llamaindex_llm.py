@@ -31,9 +31,10 @@ from llama_index.core.llms.custom import CustomLLM
 
 from ..config import Config
 from ..models.base import Embedder
-from ..models.calls import call_chat, reply_text
+from ..models.calls import call_chat
 from ..models.chat import load_chat_model
 from ..models.embeddings import as_embedder, load_embedder
+from ..models.llamacpp.messages import reply_text
 
 
 def _lc_messages(messages: Sequence[ChatMessage]) -> list[tuple[str, str]]:
@@ -331,6 +332,3 @@ class RCAEmbedding(BaseEmbedding):
 
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
         return self._encode(list(texts)) if texts else []
-
-
-__all__ = ["LangChainChatLLM", "LlamaIndexChatModel", "RCAEmbedding"]

@@ -33,15 +33,6 @@ import numpy as np
 from ..errors import CorpusError
 from ..types import Chunk
 
-__all__ = [
-    "ChromaSource",
-    "LangChainSource",
-    "LlamaIndexSource",
-    "NeighbourCache",
-    "NeighbourSource",
-    "OnDemandGraph",
-]
-
 Found = list[tuple[Chunk, float]]
 
 

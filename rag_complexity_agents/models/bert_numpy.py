@@ -242,6 +242,3 @@ class NumpyBertEncoder:
         pooled /= np.maximum(weights.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return np.asarray(pooled / np.maximum(norms, 1e-12), dtype=np.float32)
-
-
-__all__ = ["BATCH_SIZE", "NumpyBertEncoder", "plain_bert_layout"]

@@ -421,16 +421,3 @@ def is_cached(chat: object) -> bool:
     return isinstance(chat, _CacheKeyMixin) and isinstance(
         getattr(chat, "cache", None), LLMCallCache
     )
-
-
-__all__ = [
-    "CacheEntry",
-    "CallStats",
-    "LLMCallCache",
-    "cached_model_class",
-    "call_stats",
-    "is_cached",
-    "model_identity",
-    "open_llm_cache",
-    "with_llm_cache",
-]

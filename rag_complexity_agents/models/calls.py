@@ -266,24 +266,3 @@ def parse_yes_no(text: str) -> bool | None:
         return False
     match = _YES_NO_WORD.search(head)
     return None if match is None else match.group(1).lower() == "yes"
-
-
-__all__ = [
-    "ANSWER_LINE_CHARS",
-    "UNFINISHED_REASONING",
-    "ChatReply",
-    "accepts_grammar",
-    "call_chat",
-    "call_notes",
-    "cancel_on",
-    "check_cancelled",
-    "check_prompt",
-    "line_grammar",
-    "parse_yes_no",
-    "record_note",
-    "reply_text",
-    "sample_answers",
-    "strip_reasoning",
-    "takes_call_knobs",
-    "with_knobs",
-]

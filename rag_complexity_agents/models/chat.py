@@ -304,16 +304,3 @@ def clear_chat_model_cache() -> None:
     """Forget cached chat-model objects (loaded llama.cpp weights stay shared)."""
     with _CACHE_LOCK:
         _CACHE.clear()
-
-
-__all__ = [
-    "ACCEPTED_SPECS",
-    "OLLAMA_DEFAULT_CTX",
-    "built_from_spec",
-    "clear_chat_model_cache",
-    "connection_hint",
-    "load_chat_model",
-    "make_ollama_chat",
-    "ollama_context_note",
-    "packaged_chat_model",
-]

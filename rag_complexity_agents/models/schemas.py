@@ -218,25 +218,3 @@ def format_instruction(schema: Any) -> str:
     props = root.get("properties") or {}
     lines = [_field_line(name, node, root) for name, node in props.items()]
     return "Reply with a JSON object with these fields only: " + "; ".join(lines) + "."
-
-
-__all__ = [
-    "ANSWER_CHARS",
-    "CHAIN_NODES",
-    "PLAN_QUESTIONS",
-    "QUERY_CHARS",
-    "THOUGHT_CHARS",
-    "ChainStep",
-    "CoTStep",
-    "Entailment",
-    "MERAnswer",
-    "ReActMove",
-    "SearChainPlan",
-    "SelfAskMove",
-    "ShortAnswer",
-    "SubQuestionPlan",
-    "YesNo",
-    "format_instruction",
-    "json_schema_of",
-    "json_token_bound",
-]

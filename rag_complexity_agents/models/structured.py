@@ -40,11 +40,11 @@ from .calls import (
     call_chat,
     check_prompt,
     parse_yes_no,
-    reply_text,
     strip_reasoning,
     with_knobs,
 )
 from .llamacpp import LlamaCppChatModel, MessagesInput, to_messages
+from .llamacpp.messages import reply_text
 from .schemas import YesNo, format_instruction, json_schema_of, json_token_bound
 
 S = TypeVar("S", bound=BaseModel)
@@ -242,17 +242,3 @@ def ask_yes_no(
     text reply read by :func:`~.calls.parse_yes_no`); None when it could not be read."""
     word = ask_choice(structured, messages, YesNo, _yes_no_word, kind=kind, max_tokens=max_tokens)
     return None if word is None else word == "yes"
-
-
-__all__ = [
-    "STRUCTURE_TOKENS",
-    "StructuredOutput",
-    "ask_choice",
-    "ask_yes_no",
-    "format_failures",
-    "parse_after_reasoning",
-    "record_format_failure",
-    "structured_budget",
-    "structured_messages",
-    "supports_structured_output",
-]

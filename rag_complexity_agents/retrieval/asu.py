@@ -400,20 +400,3 @@ class AnswerSemanticUncertainty:
         result = self.uncertainty(query, batch, batch_index)
         scores = rescore([doc.score for doc in batch], result.s, self.rescore_mode)
         return BatchFeedback(scores, {**result.to_dict(), "rescore": self.rescore_mode})
-
-
-__all__ = [
-    "ASU_INSTRUCTION",
-    "AnswerSemanticUncertainty",
-    "EquivalenceCache",
-    "Uncertainty",
-    "build_asu_messages",
-    "cluster_answers",
-    "draw_samples",
-    "extract_short_answer",
-    "is_usable_answer",
-    "measure_uncertainty",
-    "rescore",
-    "semantic_entropy",
-    "with_rule",
-]

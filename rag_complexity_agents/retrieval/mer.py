@@ -481,20 +481,3 @@ class MetaEvidenceReasoner:
         extracted, output, _ = self.reply(question, reasoning_path, evidence)
         ids = [e.id for e in evidence if isinstance(e, ScoredDoc | Chunk)]
         return MERResult(extracted.answer, extracted.method, output, ids)
-
-
-__all__ = [
-    "DEFAULT_EXEMPLARS",
-    "FINAL_MARKER",
-    "MER_INSTRUCTION",
-    "REASONING_MARKER",
-    "ExtractedAnswer",
-    "MERExemplar",
-    "MERResult",
-    "MetaEvidenceReasoner",
-    "build_mer_messages",
-    "collect_evidence",
-    "extract_final_answer",
-    "format_exemplar",
-    "marker_grammar",
-]

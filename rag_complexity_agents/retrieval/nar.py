@@ -403,19 +403,3 @@ class NeighbourhoodAwareReranker:
 
 
 # ---------------------------------------------------------------------------- timing, trace
-
-
-__all__ = [
-    "BatchFeedback",
-    "BatchHook",
-    "ChunkFn",
-    "NARBatch",
-    "NAROutcome",
-    "NARParams",
-    "NeighbourFn",
-    "NeighbourhoodAwareReranker",
-    "PoolName",
-    "PrefetchFn",
-    "RescoreFn",
-    "ScoreFn",
-]

@@ -255,6 +255,3 @@ def rerank_only(
         params=flat,
         hook=hook,
     )
-
-
-__all__ = ["BatchTrace", "NARResult", "NARTrace", "neighbourhood_aware_rerank", "rerank_only"]

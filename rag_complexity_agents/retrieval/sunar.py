@@ -39,11 +39,12 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
+from ..config.sections import NARParams
 from ..corpus.graph import TopKGraph
 from ..errors import CorpusError, InputError
 from ..types import Chunk, ScoredDoc
 from .first_stage import FirstStage, reciprocal_rank_fusion
-from .nar import BatchHook, NARParams
+from .nar import BatchHook
 from .nar_trace import NARResult, neighbourhood_aware_rerank
 
 if TYPE_CHECKING:
@@ -305,13 +306,3 @@ class SunarRetriever:
         self.trace["k_capped"] = len(docs) < k
         self.trace["returned"] = [d.to_trace() for d in docs]
         return docs
-
-
-__all__ = [
-    "MissingGraph",
-    "NeighbourGraph",
-    "PoolSource",
-    "ScoreFn",
-    "SunarRetriever",
-    "fuse_pools",
-]

@@ -112,16 +112,3 @@ def ircot_messages(
             f"A (so far): {so_far or '(nothing yet)'}\n\n{task}",
         ),
     ]
-
-
-__all__ = [
-    "ANSWER_MARKER",
-    "EXEMPLARS",
-    "IRCOT_STOP",
-    "IRCOT_SYSTEM",
-    "SYSTEM",
-    "CoTExemplar",
-    "exemplar_answers",
-    "ircot_messages",
-    "messages",
-]

@@ -11,6 +11,3 @@ SYSTEM = (
 
 def user_message(question: str) -> str:
     return f"Question: {question}\nAnswer:"
-
-
-__all__ = ["SYSTEM", "user_message"]

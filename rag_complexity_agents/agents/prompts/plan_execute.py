@@ -74,16 +74,3 @@ def final_messages(question: str, path: Sequence[tuple[str, str]]) -> list[tuple
         ("system", FINAL_SYSTEM),
         ("human", f"Found:\n{found}\n\nQuestion: {question}\nAnswer:"),
     ]
-
-
-__all__ = [
-    "EXEMPLARS",
-    "FINAL_SYSTEM",
-    "FORMAT_HINT",
-    "STOP",
-    "SYSTEM",
-    "exemplar_questions",
-    "final_messages",
-    "messages",
-    "numbered",
-]

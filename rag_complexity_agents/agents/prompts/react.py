@@ -125,6 +125,3 @@ def messages(
         task += " The Action must be Search[...], Lookup[...] or Finish[...]."
     examples = f"Examples:\n\n{shown}\n\n" if shown else ""
     return [("system", SYSTEM), ("human", f"{examples}{task}\n\n{body}")]
-
-
-__all__ = ["EXEMPLARS", "STOP", "SYSTEM", "ReActExemplar", "ReActTurn", "messages", "transcript"]

@@ -15,6 +15,3 @@ def messages(question: str, query: str, original: str) -> list[tuple[str, str]]:
         ("system", SYSTEM),
         ("human", f"{context}Question to answer: {question}\nFailed query: {query}\nNew query:"),
     ]
-
-
-__all__ = ["SYSTEM", "messages"]

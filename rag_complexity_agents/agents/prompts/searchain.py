@@ -98,6 +98,3 @@ def messages(
         task += " Use the bracketed markers exactly as in the examples."
     examples = f"Examples:\n\n{shown}\n\n" if shown else ""
     return [("system", SYSTEM), ("human", f"{examples}{task}\n\n{body}")]
-
-
-__all__ = ["EXEMPLARS", "STOP", "SYSTEM", "SearChainExemplar", "chain_lines", "messages"]

@@ -134,19 +134,3 @@ def messages(
         task += f" The line must start with '{FOLLOW_UP}' or with '{FINAL}'."
     examples = f"Examples:\n\n{shown}\n\n" if shown else ""
     return [("system", SYSTEM), ("human", f"{examples}{task}\n\n{body}")]
-
-
-__all__ = [
-    "EXEMPLARS",
-    "FINAL",
-    "FOLLOW_UP",
-    "INTERMEDIATE",
-    "NEEDED",
-    "STOP",
-    "SYSTEM",
-    "SelfAskExemplar",
-    "exemplar_answers",
-    "format_exemplar",
-    "messages",
-    "scratchpad",
-]

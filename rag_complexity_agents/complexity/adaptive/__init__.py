@@ -10,19 +10,16 @@ harness strategy ``adaptive`` and the labelling run live with the harness, in
 
 from __future__ import annotations
 
-from .classifier import (
-    ComplexityClassifier,
-    FineTunedClassifier,
-    HeuristicClassifier,
-    LLMZeroShotClassifier,
-    TfidfClassifier,
-    classifier_from_config,
-    load_classifier,
-    train_classifier,
-)
+from .base import ComplexityClassifier
+from .classifier import classifier_from_config, load_classifier
+from .finetuned import FineTunedClassifier
+from .heuristic import HeuristicClassifier
 from .labels import LABELS, auto_label, bias_label, label_from_runs
 from .pipeline import build_adaptive_router
 from .router import build_router_graph, decide_route
+from .tfidf import TfidfClassifier
+from .training import train_classifier
+from .zero_shot import LLMZeroShotClassifier
 
 __all__ = [
     "LABELS",

@@ -71,14 +71,3 @@ def read_meta(directory: str | Path) -> dict[str, Any]:
     if not isinstance(meta, dict) or meta.get("labels") != list(LABELS):
         raise ModelNotAvailable(f"{meta_file} does not describe an A/B/C classifier; retrain")
     return meta
-
-
-__all__ = [
-    "META_FILE",
-    "ComplexityClassifier",
-    "Probabilities",
-    "best_label",
-    "normalise",
-    "read_meta",
-    "write_meta",
-]

@@ -30,12 +30,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...errors import ModelNotAvailable
-from .base import META_FILE, ComplexityClassifier, best_label, read_meta
+from .base import META_FILE, ComplexityClassifier, read_meta
 from .finetuned import FineTunedClassifier
 from .heuristic import HeuristicClassifier
 from .tfidf import TfidfClassifier
-from .training import train_classifier, validate_training_data
-from .zero_shot import LLMZeroShotClassifier, parse_label_reply
+from .zero_shot import LLMZeroShotClassifier
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -77,20 +76,3 @@ def classifier_from_config(
             raise ModelNotAvailable("the zero-shot LLM classifier needs a chat model")
         return LLMZeroShotClassifier(chat_factory())
     return load_classifier(spec, threads=threads)
-
-
-__all__ = [
-    "META_FILE",
-    "ComplexityClassifier",
-    "FineTunedClassifier",
-    "HeuristicClassifier",
-    "LLMZeroShotClassifier",
-    "TfidfClassifier",
-    "best_label",
-    "classifier_from_config",
-    "default_model_dir",
-    "load_classifier",
-    "parse_label_reply",
-    "train_classifier",
-    "validate_training_data",
-]

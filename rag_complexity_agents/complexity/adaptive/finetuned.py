@@ -68,6 +68,3 @@ class FineTunedClassifier:
                 for row in probs:
                     out.append(normalise({id2label[i]: p for i, p in enumerate(row)}))
         return out
-
-
-__all__ = ["FineTunedClassifier"]

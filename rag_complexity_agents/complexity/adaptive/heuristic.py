@@ -41,6 +41,3 @@ class HeuristicClassifier:
             p_complex = 1.0 / (1.0 + math.exp(-(multi_hop_score(question) - 1.5) * 1.5))
             out.append(normalise({"A": 0.1, "B": 0.9 * (1 - p_complex), "C": 0.9 * p_complex}))
         return out
-
-
-__all__ = ["HeuristicClassifier", "multi_hop_score"]

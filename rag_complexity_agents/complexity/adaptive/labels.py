@@ -211,20 +211,3 @@ def strategies_for(config: Config) -> dict[Label, str]:
     """Harness strategy names of A, B, C from ``config.adaptive``."""
     section = config.adaptive
     return {"A": section.a_strategy, "B": section.b_strategy, "C": section.c_strategy}
-
-
-__all__ = [
-    "DEFAULT_STRATEGIES",
-    "LABELS",
-    "MULTI_HOP_DATASETS",
-    "SINGLE_HOP_DATASETS",
-    "Label",
-    "LabelledQuestion",
-    "auto_label",
-    "bias_label",
-    "is_correct",
-    "label_from_runs",
-    "read_labelled",
-    "strategies_for",
-    "write_labels",
-]

@@ -21,7 +21,8 @@ from ...agents.run import run_graph
 from ...components import Components
 from ...config import Config
 from ...types import RunResult
-from .classifier import ComplexityClassifier, classifier_from_config
+from .base import ComplexityClassifier
+from .classifier import classifier_from_config
 from .labels import LABELS
 from .router import RouteHook, StrategyFn, build_router_graph
 
@@ -78,6 +79,3 @@ def studio_router() -> Any:
     knobs of the knob table (:func:`~...agents.context.serve_clients`)."""
     serve_clients()
     return build_adaptive_router(Config.from_env())
-
-
-__all__ = ["build_adaptive_router", "pipeline_route", "studio_router"]

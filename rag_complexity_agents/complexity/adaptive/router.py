@@ -236,14 +236,3 @@ def build_router_graph(
         "classify", lambda state: state["route"], {label: label for label in LABELS}
     )
     return graph.compile(name=name)
-
-
-__all__ = [
-    "RouteHook",
-    "RouterInput",
-    "RouterState",
-    "build_router_graph",
-    "decide_route",
-    "raise_only",
-    "route_report",
-]

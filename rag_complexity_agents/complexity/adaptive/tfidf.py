@@ -105,6 +105,3 @@ class TfidfClassifier:
         classes = [str(c) for c in self.pipeline.classes_]
         rows = self.pipeline.predict_proba([q.strip() for q in questions])
         return [normalise(dict(zip(classes, map(float, row), strict=True))) for row in rows]
-
-
-__all__ = ["TFIDF_ARRAYS", "TFIDF_JSON", "TfidfClassifier"]

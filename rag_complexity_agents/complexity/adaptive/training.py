@@ -225,12 +225,3 @@ def train_classifier(
         },
     )
     return report
-
-
-__all__ = [
-    "TorchThreads",
-    "TrainReport",
-    "resolve_backbone",
-    "train_classifier",
-    "validate_training_data",
-]

@@ -10,8 +10,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...agents.parsers import as_text
 from ...models.calls import call_chat
+from ...text import as_text
 from .base import ComplexityClassifier, Probabilities, normalise
 from .heuristic import HeuristicClassifier
 from .labels import LABELS, Label
@@ -162,14 +162,3 @@ class LLMZeroShotClassifier:
                 probs = self.fallback.predict_proba([question])[0]
             out.append(probs)
         return out
-
-
-__all__ = [
-    "CONTENT_FREE",
-    "ZERO_SHOT_EXAMPLES",
-    "ZERO_SHOT_SYSTEM",
-    "LLMZeroShotClassifier",
-    "parse_label_reply",
-    "zero_shot_messages",
-    "zero_shot_prompt",
-]

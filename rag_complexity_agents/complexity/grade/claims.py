@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ...agents.parsers import as_text
+from ...text import as_text
 from . import prompts
 from .kg import normalize_entity
 from .llm import StepLLM
@@ -128,6 +128,3 @@ def consistent_claims(llm: StepLLM, claims: Sequence[Claim], grade: GradeConfig)
             continue
         kept.append(claim)
     return kept
-
-
-__all__ = ["consistent_claims", "item_number", "parse_numbered", "rule_claim", "write_claims"]

@@ -46,6 +46,3 @@ def cluster_claims(
         if members:
             groups.append(members)
     return groups
-
-
-__all__ = ["cluster_claims"]

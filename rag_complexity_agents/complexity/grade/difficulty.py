@@ -420,24 +420,3 @@ def correctness(metrics: Mapping[str, Any] | None, metric: str = "acc") -> float
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     return None
-
-
-__all__ = [
-    "AGGREGATIONS",
-    "Cell",
-    "DifficultyItem",
-    "DifficultyMatrix",
-    "aggregate_similarity",
-    "assign_bins",
-    "bin_correlations",
-    "correctness",
-    "cosine_similarities",
-    "diagonal_bins",
-    "difficulty_matrix",
-    "hops_from_id",
-    "infer_hops",
-    "pearson",
-    "power_mean",
-    "quantile_edges",
-    "retrieval_difficulty",
-]

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ...agents.parsers import as_text
+from ...text import as_text
 from . import prompts
 from .difficulty import cosine_similarities
 from .kg import KnowledgeGraph, Triple, normalize_entity
@@ -120,6 +120,3 @@ def similar_names(
         else:
             skipped["equivalence_rejected_dissimilar"] += 1
     return kept
-
-
-__all__ = ["apply_equivalences", "parse_groups", "similar_names"]

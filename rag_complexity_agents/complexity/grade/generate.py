@@ -280,6 +280,3 @@ def generate_file(
             llm_cache.close()
     write_jsonl(result.questions, out)
     return result
-
-
-__all__ = ["GenerationResult", "GradeGenerator", "GradeQuestion", "generate_file", "write_jsonl"]

@@ -349,15 +349,3 @@ def sample_paths(
         rng.shuffle(rest)
         out.extend((spread + rest)[:per_hop])
     return out
-
-
-__all__ = [
-    "EdgeLink",
-    "Equivalence",
-    "KnowledgeGraph",
-    "Path",
-    "Triple",
-    "dedupe_paths",
-    "normalize_entity",
-    "sample_paths",
-]

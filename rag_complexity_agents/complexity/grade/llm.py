@@ -113,6 +113,3 @@ class StepLLM:
         if unparseable:
             self.skipped[f"{step}_unparseable"] += 1
         return None if value is None else float(value)
-
-
-__all__ = ["FATAL", "StepLLM"]

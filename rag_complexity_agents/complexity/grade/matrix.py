@@ -32,7 +32,6 @@ from .difficulty import (
     DifficultyMatrix,
     correctness,
     cosine_similarities,
-    difficulty_matrix,
     infer_hops,
     retrieval_difficulty,
 )
@@ -221,15 +220,3 @@ def write_report(
     md_path.write_text(matrix_markdown(matrix, title=title), encoding="utf-8")
     png = save_heatmap(matrix, directory / f"{name}.png", title=title)
     return {"json": json_path, "md": md_path, "png": png}
-
-
-__all__ = [
-    "MatrixInputs",
-    "Support",
-    "difficulty_items",
-    "difficulty_matrix",
-    "matrix_markdown",
-    "run_dataset_name",
-    "save_heatmap",
-    "write_report",
-]

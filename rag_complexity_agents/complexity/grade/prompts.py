@@ -199,15 +199,3 @@ def description_messages(fact: tuple[str, str, str]) -> Messages:
 def validation_messages(question: str, answer: str) -> Messages:
     user = f"Question: {question}\nAnswer: {answer}\nIs this pair clear and self-contained?"
     return [("system", VALIDATION_SYSTEM), ("user", user)]
-
-
-__all__ = [
-    "claims_messages",
-    "consistency_messages",
-    "description_messages",
-    "equivalence_messages",
-    "hop_question_messages",
-    "question_messages",
-    "triples_messages",
-    "validation_messages",
-]

@@ -16,8 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ...agents.parsers import as_text
-from ...text import normalize_answer
+from ...text import as_text, normalize_answer
 from . import prompts
 from .kg import KnowledgeGraph, Path
 from .llm import StepLLM
@@ -220,19 +219,3 @@ def compose_question(
     if not check_question(llm, kg, path, composed, answer):
         return None
     return composed, answer
-
-
-__all__ = [
-    "QuestionMemo",
-    "check_question",
-    "compose_question",
-    "describe",
-    "hop_question",
-    "parse_description",
-    "parse_question",
-    "path_answer",
-    "path_chain",
-    "prefetch",
-    "replace_name",
-    "write_question",
-]

@@ -110,6 +110,3 @@ def write_jsonl(questions: Sequence[GradeQuestion], out: str | Path) -> None:
     with open(target, "w", encoding="utf-8") as handle:
         for q in questions:
             handle.write(json.dumps(q.to_record(), ensure_ascii=False) + "\n")
-
-
-__all__ = ["Claim", "GenerationResult", "GradeQuestion", "Sentence", "write_jsonl"]

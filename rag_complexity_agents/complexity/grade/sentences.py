@@ -161,6 +161,3 @@ def document_sentences(
             best = inside[0] if inside else min(spans, key=lambda s: abs(s[0] - pos))[2]
             out.append(Sentence(f"{d_index}.{s_index}", doc.id, doc.title, sentence, best))
     return out, chunks
-
-
-__all__ = ["content_words", "document_sentences", "grounded", "is_factual", "split_sentences"]

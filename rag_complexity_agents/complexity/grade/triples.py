@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ...agents.parsers import as_text
+from ...text import as_text
 from . import prompts
 from .claims import item_number
 from .kg import Triple, normalize_entity
@@ -96,6 +96,3 @@ def extract_triples(llm: StepLLM, claims: Sequence[Claim], grade: GradeConfig) -
             llm.skipped["triples_none_in_reply"] += 1
         out.extend(found)
     return out
-
-
-__all__ = ["extract_triples", "parse_triples"]

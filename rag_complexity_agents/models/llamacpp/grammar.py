@@ -65,6 +65,3 @@ class GrammarCheckedGreedy:
         view["logit"] = logits
         self._apply(self._all, len(logits))
         return view["logit"].copy()
-
-
-__all__ = ["GrammarCheckedGreedy"]

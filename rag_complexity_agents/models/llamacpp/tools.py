@@ -189,14 +189,3 @@ def read_tool_reply(text: str) -> tuple[str, list[ToolCall]]:
     if isinstance(data, dict) and "answer" in data:
         return str(data["answer"]), []
     return text, []
-
-
-__all__ = [
-    "chosen_tools",
-    "grammar_text",
-    "read_tool_reply",
-    "tool_call_text",
-    "tool_choice_schema",
-    "tool_specs",
-    "tools_instruction",
-]
