@@ -24,7 +24,8 @@ from ..config.pipelines import DEFAULT_PIPELINE, PIPELINES
 from ..corpus.store import CorpusStore
 from ..text import validate_question
 from .common import ConfigOption, PresetOption, SetOption, build_config, fail_cleanly
-from .html import graph_data, write_html
+from .html import write_html
+from .html_graph import graph_data
 from .render import print_trace
 
 

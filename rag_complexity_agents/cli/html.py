@@ -9,10 +9,8 @@ escaped. :func:`graph_data` turns a compiled graph into the ``{"nodes", "edges"}
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Mapping, Sequence
-from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,197 +18,8 @@ import typer
 
 from ..errors import InputError, RCAError
 from .common import fail_cleanly
+from .html_graph import GraphData, esc, graph_data, graph_svg, num
 from .render import print_trace
-
-GraphData = dict[str, list[Any]]
-"""A pipeline graph as JSON data: ``nodes`` (names) and ``edges`` (``source``, ``target``,
-``conditional``)."""
-
-_NODE_H, _LAYER_GAP, _NODE_GAP, _MARGIN = 30, 60, 24, 16
-_ENDPOINTS = {"__start__": "START", "__end__": "END"}
-
-
-def graph_data(graph: Any) -> GraphData:
-    """The nodes and edges of a compiled graph (its ``get_graph()``) as JSON data."""
-    drawable = graph.get_graph()
-    return {
-        "nodes": [str(node) for node in drawable.nodes],
-        "edges": [
-            {"source": str(e.source), "target": str(e.target), "conditional": bool(e.conditional)}
-            for e in drawable.edges
-        ],
-    }
-
-
-def _e(value: Any) -> str:
-    """``value`` as escaped HTML text (also safe inside quoted attributes)."""
-    return html.escape("" if value is None else str(value), quote=True)
-
-
-def _num(value: Any, digits: int = 3) -> str:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return _e(value if value is not None else "—")
-    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
-
-
-# ------------------------------------------------------------------------------ graph drawing
-
-
-def _edges(graph: Mapping[str, Any]) -> list[tuple[str, str, bool]]:
-    return [
-        (str(e.get("source")), str(e.get("target")), bool(e.get("conditional")))
-        for e in graph.get("edges") or []
-        if isinstance(e, Mapping)
-    ]
-
-
-def _back_edges(
-    nodes: Sequence[str], edges: Sequence[tuple[str, str, bool]]
-) -> set[tuple[str, str]]:
-    """The edges that close a cycle in a depth-first walk from START (drawn as loops)."""
-    successors: dict[str, list[str]] = {node: [] for node in nodes}
-    for source, target, _ in edges:
-        successors.setdefault(source, []).append(target)
-    state: dict[str, int] = {}
-    back: set[tuple[str, str]] = set()
-
-    def visit(node: str) -> None:
-        state[node] = 1
-        for target in successors.get(node, []):
-            if state.get(target) == 1:
-                back.add((node, target))
-            elif target not in state:
-                visit(target)
-        state[node] = 2
-
-    for node in sorted(successors, key=lambda n: n != "__start__"):
-        if node not in state:
-            visit(node)
-    return back
-
-
-def _depths(nodes: Sequence[str], forward: Sequence[tuple[str, str]]) -> dict[str, int]:
-    """Longest-path layer of each node in the graph without its back edges."""
-    depth = dict.fromkeys(nodes, 0)
-    for _ in nodes:
-        changed = False
-        for source, target in forward:
-            if depth[target] < depth[source] + 1:
-                depth[target], changed = depth[source] + 1, True
-        if not changed:
-            break
-    return depth
-
-
-def _chains(
-    edges: Sequence[tuple[str, str, bool]], back: set[tuple[str, str]], depth: dict[str, int]
-) -> dict[tuple[str, str], list[str]]:
-    """Each edge (but self-loops) as the chain of nodes it passes, top to bottom: an edge
-    spanning several layers gets one point per layer between, which the layout places like
-    a node so that the edge goes around the nodes in its way. ``depth`` gains the points."""
-    chains: dict[tuple[str, str], list[str]] = {}
-    for source, target, _ in edges:
-        if source == target:
-            continue
-        upper, lower = (target, source) if (source, target) in back else (source, target)
-        points = [f"\0{source}\0{target}\0{d}" for d in range(depth[upper] + 1, depth[lower])]
-        for point, d in zip(points, range(depth[upper] + 1, depth[lower]), strict=True):
-            depth[point] = d
-        chains[(source, target)] = [upper, *points, lower]
-    return chains
-
-
-def _layers(depth: Mapping[str, int], links: Sequence[tuple[str, str]]) -> list[list[str]]:
-    """The nodes by layer, each layer ordered by the mean position of the nodes above that
-    link to them (fewer crossings)."""
-    names = list(depth)
-    layers: list[list[str]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
-    for node in names:
-        layers[depth[node]].append(node)
-    position: dict[str, float] = {}
-    for layer in layers:
-
-        def key(node: str) -> float:
-            above = [position[a] for a, b in links if b == node and a in position]
-            return sum(above) / len(above) if above else float(names.index(node))
-
-        layer.sort(key=key)
-        for i, node in enumerate(layer):
-            position[node] = i - (len(layer) - 1) / 2
-    return layers
-
-
-def _path(points: Sequence[tuple[float, float]]) -> str:
-    head, *rest = points
-    return f"M{head[0]:.0f},{head[1]:.0f}" + "".join(f" L{x:.0f},{y:.0f}" for x, y in rest)
-
-
-def graph_svg(graph: Mapping[str, Any] | None) -> str:
-    """The pipeline graph as an inline SVG: layers top to bottom, conditional edges dashed;
-    an edge back up a loop leaves its node at the top and enters the other at the bottom."""
-    nodes = [str(n) for n in (graph or {}).get("nodes") or []]
-    if not nodes:
-        return '<p class="muted">The graph is not part of this run\'s data.</p>'
-    edges = [e for e in _edges(graph or {}) if e[0] in nodes and e[1] in nodes]
-    back = _back_edges(nodes, edges)
-    depth = _depths(nodes, [(s, t) for s, t, _ in edges if (s, t) not in back])
-    chains = _chains(edges, back, depth)
-    layers = _layers(depth, [link for c in chains.values() for link in pairwise(c)])
-    widths = {n: max(64, 8 * len(_ENDPOINTS.get(n, n)) + 24) if n in nodes else 12 for n in depth}
-    row_widths = [sum(widths[n] for n in layer) + _NODE_GAP * (len(layer) - 1) for layer in layers]
-    inner = max(row_widths)
-    width, height = inner + 2 * _MARGIN + 32, len(layers) * (_NODE_H + _LAYER_GAP) - _LAYER_GAP
-    height += 2 * _MARGIN
-    box: dict[str, tuple[float, float, float]] = {}  # centre x, centre y, width
-    for row, (layer, row_width) in enumerate(zip(layers, row_widths, strict=True)):
-        x = _MARGIN + (inner - row_width) / 2
-        y = _MARGIN + row * (_NODE_H + _LAYER_GAP) + _NODE_H / 2
-        for node in layer:
-            box[node] = (x + widths[node] / 2, y, widths[node])
-            x += widths[node] + _NODE_GAP
-    parts = [
-        f'<svg id="pipeline-graph" role="img" aria-label="pipeline graph" width="{width:.0f}" '
-        f'height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}">',
-        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
-        'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
-        'class="arrowhead"/></marker></defs>',
-    ]
-    half = _NODE_H / 2
-    for source, target, conditional in edges:
-        sx, sy, sw = box[source]
-        if source == target:
-            r = sx + sw / 2
-            d = f"M{r:.0f},{sy - 6:.0f} C{r + 28:.0f},{sy - 22:.0f} {r + 28:.0f},{sy + 22:.0f} "
-            d += f"{r:.0f},{sy + 6:.0f}"
-        else:
-            chain = chains[(source, target)]
-            middle = [box[p][:2] for p in chain[1:-1]]
-            if (source, target) in back:  # from the top of source up to the bottom of target
-                tx, ty, tw = box[target]
-                start, end = (sx + sw / 4, sy - half), (tx + tw / 4, ty + half)
-                d = _path([start, *[(x + 4, y) for x, y in reversed(middle)], end])
-            else:
-                tx, ty, _ = box[target]
-                d = _path([(sx, sy + half), *middle, (tx, ty - half)])
-        style = "edge cond" if conditional else "edge"
-        parts.append(
-            f'<path class="{style}" d="{d}" marker-end="url(#arrow)">'
-            f"<title>{_e(source)} → {_e(target)}</title></path>"
-        )
-    for node in nodes:
-        x, y, w = box[node]
-        kind = "endpoint" if node in _ENDPOINTS else "node"
-        radius = half if kind == "endpoint" else 6
-        parts.append(
-            f'<g class="{kind}" data-node="{_e(node)}"><rect x="{x - w / 2:.0f}" '
-            f'y="{y - half:.0f}" width="{w:.0f}" height="{_NODE_H}" rx="{radius:.0f}"/>'
-            f'<text x="{x:.0f}" y="{y + 4:.0f}">{_e(_ENDPOINTS.get(node, node))}</text></g>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-# ------------------------------------------------------------------------------ trace parts
 
 
 def _docs(trace: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -232,21 +41,21 @@ def _titles(trace: Mapping[str, Any]) -> dict[str, str]:
 def _doc(doc_id: Any, titles: Mapping[str, str]) -> str:
     """A document by its title (its id when the trace has no title for it)."""
     name = titles.get(str(doc_id)) or str(doc_id)[:8]
-    return f'<span class="doc" data-doc="{_e(doc_id)}" title="{_e(doc_id)}">{_e(name)}</span>'
+    return f'<span class="doc" data-doc="{esc(doc_id)}" title="{esc(doc_id)}">{esc(name)}</span>'
 
 
 def _provenance(doc: Mapping[str, Any], titles: Mapping[str, str]) -> str:
     """Where a passage came from: the first stage (its rank), a graph neighbour of which
     document, or backfill; with the NAR batch that scored it."""
     source = str(doc.get("source") or "?")
-    batch = f", batch {_e(doc['batch'])}" if doc.get("batch") is not None else ""
+    batch = f", batch {esc(doc['batch'])}" if doc.get("batch") is not None else ""
     if source == "neighbour":
         via = _doc(doc["via"], titles) if doc.get("via") else "?"
         return f"graph neighbour of {via}{batch}"
     if source == "first_stage":
         rank = doc.get("first_stage_rank") or doc.get("rank")
-        return f"first stage{f', rank {_e(rank)}' if rank is not None else ''}{batch}"
-    return f"{_e(source.replace('_', ' '))}{batch}"
+        return f"first stage{f', rank {esc(rank)}' if rank is not None else ''}{batch}"
+    return f"{esc(source.replace('_', ' '))}{batch}"
 
 
 def _value(value: Any) -> str:
@@ -255,12 +64,12 @@ def _value(value: Any) -> str:
         items = "".join(f"<li>{_value(v)}</li>" for v in value)
         return f"<ul>{items}</ul>" if items else "—"
     if isinstance(value, Mapping):
-        return f"<code>{_e(json.dumps(value, ensure_ascii=False, default=str))}</code>"
-    return _num(value)
+        return f"<code>{esc(json.dumps(value, ensure_ascii=False, default=str))}</code>"
+    return num(value)
 
 
 def _table(head: Sequence[str], rows: Sequence[str], cls: str = "") -> str:
-    cells = "".join(f"<th>{_e(h)}</th>" for h in head)
+    cells = "".join(f"<th>{esc(h)}</th>" for h in head)
     body = "".join(rows)
     return f'<table class="{cls}"><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>'
 
@@ -273,12 +82,12 @@ def _evidence(docs: Sequence[Mapping[str, Any]], titles: Mapping[str, str]) -> s
     for number, doc in enumerate(docs, start=1):
         subs = ", ".join(str(int(i) + 1) for i in doc.get("sub_questions") or [])
         rows.append(
-            f'<tr class="evidence" data-doc="{_e(doc.get("id"))}"><td>{number}</td>'
-            f'<td class="title">{_e(doc.get("title") or doc.get("id"))}</td>'
-            f"<td><code>{_e(doc.get('doc_id') or doc.get('id'))}</code></td>"
+            f'<tr class="evidence" data-doc="{esc(doc.get("id"))}"><td>{number}</td>'
+            f'<td class="title">{esc(doc.get("title") or doc.get("id"))}</td>'
+            f"<td><code>{esc(doc.get('doc_id') or doc.get('id'))}</code></td>"
             f"<td>{_provenance(doc, titles)}</td>"
-            + (f"<td>{_e(subs or '—')}</td>" if by_sub else "")
-            + f'<td class="n">{_num(doc.get("score"))}</td></tr>'
+            + (f"<td>{esc(subs or '—')}</td>" if by_sub else "")
+            + f'<td class="n">{num(doc.get("score"))}</td></tr>'
         )
     head = ["#", "Title", "Document", "Provenance", *(["Sub-questions"] if by_sub else []), "Score"]
     return _table(head, rows, "evidence-table")
@@ -293,7 +102,7 @@ def _clusters(batch: Mapping[str, Any]) -> str:
         members = clusters[i] if i < len(clusters) else []
         sampled = " | ".join(answers[j] for j in members if isinstance(j, int) and j < len(answers))
         parts.append(
-            f'<span class="cluster" title="{_e(sampled)}">{_e(answer)}'
+            f'<span class="cluster" title="{esc(sampled)}">{esc(answer)}'
             f"{f' ×{len(members)}' if members else ''}</span>"
         )
     return " ".join(parts) or "—"
@@ -308,10 +117,10 @@ def _batches(batches: Sequence[Mapping[str, Any]], titles: Mapping[str, str]) ->
         docs = ", ".join(_doc(i, titles) for i in batch.get("ids") or [])
         mark = ' class="batch uncertain"' if batch.get("uncertain") else ' class="batch"'
         rows.append(
-            f"<tr{mark}><td>batch {_e(batch.get('index'))}</td>"
-            f"<td>{_e(pools.get(str(batch.get('pool')), batch.get('pool')))}</td><td>{docs}</td>"
-            f'<td class="n">{_num(batch.get("s"))}</td>'
-            f'<td class="n">{_num(batch.get("semantic_entropy"))}</td>'
+            f"<tr{mark}><td>batch {esc(batch.get('index'))}</td>"
+            f"<td>{esc(pools.get(str(batch.get('pool')), batch.get('pool')))}</td><td>{docs}</td>"
+            f'<td class="n">{num(batch.get("s"))}</td>'
+            f'<td class="n">{num(batch.get("semantic_entropy"))}</td>'
             f"<td>{_clusters(batch)}</td><td>{'yes' if batch.get('uncertain') else 'no'}</td></tr>"
         )
     head = ["NAR batch", "Pool", "Documents", "ASU s", "Entropy", "ASU clusters", "Uncertain"]
@@ -319,13 +128,13 @@ def _batches(batches: Sequence[Mapping[str, Any]], titles: Mapping[str, str]) ->
 
 
 def _round(rnd: Mapping[str, Any], query: Any, titles: Mapping[str, str]) -> str:
-    label = f"Round {_e(rnd.get('round'))} · {_e(rnd.get('reason'))}"
+    label = f"Round {esc(rnd.get('round'))} · {esc(rnd.get('reason'))}"
     if rnd.get("c"):
-        label += f" · budget c={_e(rnd['c'])}"
-    label += f" · {_num(rnd.get('seconds'))} s"
+        label += f" · budget c={esc(rnd['c'])}"
+    label += f" · {num(rnd.get('seconds'))} s"
     if rnd.get("query") != query:
-        label += f' · query: <q class="query">{_e(rnd.get("query"))}</q>'
-    flags = [f"{_e(rnd.get('unexplored', 0))} documents left unscored"]
+        label += f' · query: <q class="query">{esc(rnd.get("query"))}</q>'
+    flags = [f"{esc(rnd.get('unexplored', 0))} documents left unscored"]
     if rnd.get("all_uncertain"):
         flags.append("every batch uncertain")
     retriever = rnd.get("retriever") or {}
@@ -345,7 +154,7 @@ def _retrieval(retrieval: Mapping[str, Any], query: Any, titles: Mapping[str, st
     rounds = "".join(_round(r, query, titles) for r in retrieval.get("rounds") or [])
     evidence = retrieval.get("evidence") or []
     return (
-        f'<div class="retrieval"><h4>Retrieval ({_e(retrieval.get("strategy"))})</h4>{rounds}'
+        f'<div class="retrieval"><h4>Retrieval ({esc(retrieval.get("strategy"))})</h4>{rounds}'
         f"<h4>Evidence ({len(evidence)})</h4>{_evidence(evidence, titles)}</div>"
     )
 
@@ -380,22 +189,22 @@ def _step(position: int, step: Mapping[str, Any], titles: Mapping[str, str]) -> 
         and not (key == "query" and step.get(key) == step.get("sub_question"))
     ]
     rows += [
-        f"<dt>{_e(key)}</dt><dd>{_value(value)}</dd>"
+        f"<dt>{esc(key)}</dt><dd>{_value(value)}</dd>"
         for key, value in step.items()
         if key not in known | _STEP_HIDDEN
     ]
     raw = (
-        f"<details><summary>model output</summary><pre>{_e(step['raw'])}</pre></details>"
+        f"<details><summary>model output</summary><pre>{esc(step['raw'])}</pre></details>"
         if step.get("raw")
         else ""
     )
-    status = f' <span class="tag">{_e(step["status"])}</span>' if step.get("status") else ""
+    status = f' <span class="tag">{esc(step["status"])}</span>' if step.get("status") else ""
     retrieval = step.get("retrieval") or {}
     query = step.get("query") or step.get("sub_question")
     return (
         f'<details class="step" open><summary><span class="num">{position}</span> '
-        f'<span class="kind">{_e(step.get("kind") or "")}</span> <span class="label">{_e(label)}'
-        f'</span> → <b class="step-answer">{_e(step.get("answer") or "…")}</b>{status}'
+        f'<span class="kind">{esc(step.get("kind") or "")}</span> <span class="label">{esc(label)}'
+        f'</span> → <b class="step-answer">{esc(step.get("answer") or "…")}</b>{status}'
         f' <span class="muted">{_step_seconds(step):.3f} s retrieving</span></summary>'
         f"<dl>{''.join(rows)}</dl>{raw}{_retrieval(retrieval, query, titles)}</details>"
     )
@@ -407,25 +216,25 @@ def _mer(trace: Mapping[str, Any], titles: Mapping[str, str]) -> str:
         return '<p class="muted">MER did not run.</p>'
     l_value = mer.get("l") or (trace.get("options") or {}).get("evidence")
     path = [
-        f"<tr><td>{i}</td><td>{_e(p[0] if p else '')}</td>"
-        f"<td>{_e(p[1] if len(p) > 1 else '')}</td></tr>"
+        f"<tr><td>{i}</td><td>{esc(p[0] if p else '')}</td>"
+        f"<td>{esc(p[1] if len(p) > 1 else '')}</td></tr>"
         for i, p in enumerate(mer.get("reasoning_path") or [], start=1)
         if isinstance(p, list | tuple)
     ]
     shown = {"answer", "extraction", "output", "reasoning_path", "evidence", "l"}
     other = "".join(
-        f"<dt>{_e(k)}</dt><dd>{_value(v)}</dd>" for k, v in mer.items() if k not in shown
+        f"<dt>{esc(k)}</dt><dd>{_value(v)}</dd>" for k, v in mer.items() if k not in shown
     )
     return (
-        f'<p>Answer: <b id="mer-answer">{_e(mer.get("answer") or "—")}</b> '
-        f'<span class="muted">(read by {_e(mer.get("extraction"))})</span></p>'
-        f'<h4>Reasoning</h4><pre id="mer-reasoning">{_e(mer.get("output"))}</pre>'
+        f'<p>Answer: <b id="mer-answer">{esc(mer.get("answer") or "—")}</b> '
+        f'<span class="muted">(read by {esc(mer.get("extraction"))})</span></p>'
+        f'<h4>Reasoning</h4><pre id="mer-reasoning">{esc(mer.get("output"))}</pre>'
         + (
             f"<h4>Reasoning path</h4>{_table(['#', 'Sub-question', 'Answer'], path)}"
             if path
             else ""
         )
-        + f"<h4>Evidence{f' (l={_e(l_value)})' if l_value else ''}</h4>"
+        + f"<h4>Evidence{f' (l={esc(l_value)})' if l_value else ''}</h4>"
         + _evidence(mer.get("evidence") or [], titles)
         + (f"<dl>{other}</dl>" if other else "")
     )
@@ -442,7 +251,7 @@ def _costs(trace: Mapping[str, Any]) -> str:
         batches = sum(len(r.get("batches") or []) for r in rounds)
         cells = [str(position), str(len(rounds)), str(batches), f"{_step_seconds(step):.3f}"]
         if tokens:
-            cells.append(f"{_num(step.get('input_tokens'))}+{_num(step.get('output_tokens'))}")
+            cells.append(f"{num(step.get('input_tokens'))}+{num(step.get('output_tokens'))}")
         rows.append("<tr>" + "".join(f'<td class="n">{c}</td>' for c in cells) + "</tr>")
     head = [
         "Step",
@@ -461,7 +270,7 @@ def _costs(trace: Mapping[str, Any]) -> str:
         ("Seconds", trace.get("seconds")),
         ("Format failures", trace.get("format_failures")),
     ]
-    run = "".join(f"<dt>{name}</dt><dd>{_num(value)}</dd>" for name, value in totals)
+    run = "".join(f"<dt>{name}</dt><dd>{num(value)}</dd>" for name, value in totals)
     return f'<dl class="totals">{run}</dl>{per_step}'
 
 
@@ -475,10 +284,10 @@ def _header(question: str, answer: str, trace: Mapping[str, Any]) -> str:
         ("answer from", trace.get("answer_source")),
         ("stopped", trace.get("stop_reason")),
     ]
-    chips = "".join(f'<span class="tag">{_e(k)}: {_e(v)}</span>' for k, v in tags)
+    chips = "".join(f'<span class="tag">{esc(k)}: {esc(v)}</span>' for k, v in tags)
     return (
-        f'<h1 id="question">{_e(question)}</h1>'
-        f'<p class="answer">Answer: <b id="answer">{_e(answer)}</b></p><p>{chips}</p>'
+        f'<h1 id="question">{esc(question)}</h1>'
+        f'<p class="answer">Answer: <b id="answer">{esc(answer)}</b></p><p>{chips}</p>'
     )
 
 
@@ -533,10 +342,10 @@ def render_html(
     titles = _titles(trace)
     steps = [s for s in trace.get("steps") or [] if isinstance(s, Mapping)]
     step_html = "".join(_step(i, s, titles) for i, s in enumerate(steps, start=1))
-    notes = "".join(f"<li>{_e(n)}</li>" for n in trace.get("notes") or [])
+    notes = "".join(f"<li>{esc(n)}</li>" for n in trace.get("notes") or [])
     by_step = trace.get("format_failures_by_step") or {}
     options = "".join(
-        f"<tr><td>{_e(k)}</td><td>{_value(v)}</td></tr>"
+        f"<tr><td>{esc(k)}</td><td>{_value(v)}</td></tr>"
         for k, v in (trace.get("options") or {}).items()
     )
     dump = json.dumps(
@@ -549,7 +358,7 @@ def render_html(
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>rca: {_e(question[:80])}</title><style>{_CSS}</style></head><body>"
+        f"<title>rca: {esc(question[:80])}</title><style>{_CSS}</style></head><body>"
         f"{_header(question, answer, trace)}"
         '<p><button id="expand" type="button">expand all</button> '
         '<button id="collapse" type="button">collapse all</button></p>'
@@ -562,7 +371,7 @@ def render_html(
         f'<h2>Notes</h2><ul id="notes">{notes or "<li>none</li>"}</ul>'
         + (f"<p>Format failures by step: {_value(by_step)}</p>" if by_step else "")
         + f"<h2>Options</h2><table>{options}</table>"
-        f"<details><summary>Whole run (JSON)</summary><pre>{_e(dump)}</pre></details>"
+        f"<details><summary>Whole run (JSON)</summary><pre>{esc(dump)}</pre></details>"
         f"<script>{_JS}</script></body></html>\n"
     )
 
