@@ -164,3 +164,73 @@ def test_symlinks_leading_outside_the_folder_are_skipped(
     assert "link_out.txt: a symbolic link to" in caplog.text and "dir_out" in caplog.text
     # a file named on the command line is read even when it is a link
     assert [d.text for d in iter_documents(root / "link_out.txt")] == ["Secret text."]
+
+
+DEEP = '{"text": "deep", "extra": ' + "[" * 100_000 + "]" * 100_000 + "}"
+BAD_RECORDS = [
+    ('{"text": "t", "metadata": {"": 1}}', "metadata key '' is empty"),
+    ('{"text": "t", "metadata": {"#x": 1}}', "metadata key '#x' starts with '#' or '$'"),
+    ('{"text": "t", "$x": 1}', "metadata key '$x' starts with '#' or '$'"),
+    ('{"text": "t", "metadata": [1, 2, 3]}', "'metadata' must be a JSON object, not list"),
+    ('{"text": "t", "metadata": "abc"}', "'metadata' must be a JSON object, not str"),
+    (DEEP, "JSON nested too deeply to read"),
+    ('{"text": "t", "m": ' + "[" * 17 + "]" * 17 + "}", "nested more than 16 levels deep"),
+    ('{"text": "t\\ud800"}', "text holds a lone surrogate"),
+    ('{"text": "t", "metadata": {"k": ["\\udfff"]}}', "metadata value of 'k' holds a lone"),
+    ('{"text": "t", "id": {"a": 1}}', "'id' must be a string or a number"),
+]
+
+
+@pytest.mark.parametrize(("line", "message"), BAD_RECORDS)
+def test_records_the_store_cannot_hold_are_named_by_file_and_line(
+    tmp_path: Path, line: str, message: str
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    good = '{"id": "ok", "text": "fine", "metadata": {"tags": ["a"], "n": 1.5, "x": null}}\n'
+    bad.write_text(good + line + "\n", encoding="utf-8")
+    with pytest.raises(CorpusError) as info:
+        list(iter_documents(bad))
+    text = str(info.value)
+    assert text.startswith(f"{bad}:2: ") and message in text, text
+    assert "\n" not in text and len(text) < 400
+
+
+def test_a_symbolic_link_loop_is_named(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "own.txt").write_text("Own text.", encoding="utf-8")
+    (root / "a.txt").symlink_to(root / "b.txt")
+    (root / "b.txt").symlink_to(root / "a.txt")
+    for path in (root, root / "a.txt"):
+        with pytest.raises(CorpusError, match=r"[ab]\.txt: a symbolic link loop") as info:
+            list(iter_documents(path))
+        assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("text", ["x" * 40_000, "ab+/" * 10_000, "é" * 20_000])
+def test_text_without_whitespace_is_cut_under_the_character_cap(embedder, text: str) -> None:
+    doc = SourceDocument("blob", text)
+    chunks = chunk_document(doc, embedder.token_offsets, chunk_size=200, chunk_overlap=40)
+    assert max(len(c.text) for c in chunks) <= 8 * 200  # the default cap
+    covered = "".join(c.text for c in chunks)
+    assert len(chunks) > 1 and set(covered) == set(text)
+    small = chunk_document(
+        doc,
+        embedder.token_offsets,
+        chunk_size=200,
+        chunk_overlap=40,
+        max_chars=300,
+        piece_chars=999,
+    )
+    assert max(len(c.text) for c in small) <= 300 and len(small) >= len(text) // 300
+
+
+def test_the_cap_keeps_prose_chunks_and_shortens_long_windows(embedder) -> None:
+    prose = SourceDocument("prose", " ".join(f"word{i} is here." for i in range(600)))
+    kw = {"chunk_size": 50, "chunk_overlap": 10}
+    plain = chunk_document(prose, embedder.token_offsets, **kw, max_chars=10**9)
+    assert chunk_document(prose, embedder.token_offsets, **kw) == plain  # cap not reached
+    capped = chunk_document(prose, embedder.token_offsets, **kw, max_chars=60)
+    assert max(len(c.text) for c in capped) <= 60 and len(capped) > len(plain)
+    # every word is still in some chunk
+    assert all(f"word{i} " in " ".join(c.text + " " for c in capped) for i in range(600))

@@ -140,7 +140,8 @@ def test_interrupted_ingest_resumes_without_loss_or_duplicates(
     monkeypatch.setattr(CorpusStore, "_add_batch", original)
 
     resumed = CorpusStore.open_or_create("crash", config)
-    assert len(resumed) == 16  # two committed batches survived, the torn tail is gone
+    # two committed batches survived, the torn tail is gone; readers see no half-indexed rows
+    assert resumed.log.committed.rows == 16 and len(resumed) == 0
     report = resumed.ingest(docs, progress=False)
     assert (report.added, report.rows) == (24, 40)
     assert len(set(resumed.ids)) == 40 and resumed.chroma_count() == 40
@@ -310,3 +311,71 @@ def test_concurrent_index_processes_keep_the_collection_consistent(tmp_path: Pat
     assert store.embeddings.shape == (305, 384) and store.chroma_count() == 305
     assert len(store.graph) == 305
     assert HybridFirstStage(store).search("Who directed Spirited Away?", 1)[0].id == store.ids[0]
+
+
+def _read_once(config: Config) -> dict[str, int]:
+    """What a reader sees: open the collection, search it, count every index's rows."""
+    store = CorpusStore.open("live", config)
+    hits = HybridFirstStage(store).search("Which river is called Name8?", 5)
+    dense = DenseFirstStage(store).search("a painter", 5)
+    assert hits and dense and all(h.id in store.row_of for h in [*hits, *dense])
+    store.graph.neighbours(hits[0].id, 3)
+    return {
+        "rows": len(store),
+        "ids": len(store.ids),
+        "embeddings": int(store.embeddings.shape[0]),
+        "bm25": int(store.bm25.scores["num_docs"]),
+        "graph": len(store.graph),
+        "committed": store.log.committed.rows,
+    }
+
+
+def test_readers_see_the_last_published_state_while_a_writer_appends(tmp_path: Path) -> None:
+    """A real `rca index` process appends while this process reads: every read succeeds and
+    sees Chroma, BM25, graph and chunks agree on one published state."""
+    home = tmp_path / "home"
+    config = Config(corpus={"home": home}, graph={"k": 8})
+    CorpusStore.open_or_create("live", config).ingest(synthetic_docs(40), progress=False)
+    corpus = tmp_path / "more.jsonl"
+    with open(corpus, "w", encoding="utf-8") as handle:
+        for doc in synthetic_docs(400):
+            handle.write(json.dumps({"id": doc.id, "title": doc.title, "text": doc.text}) + "\n")
+    env = {**os.environ, "RCA_CORPUS__HOME": str(home), "RCA_GRAPH__K": "8",
+           "RCA_CORPUS__INGEST_BATCH_SIZE": "16"}  # fmt: skip
+    cmd = [sys.executable, "-m", "rag_complexity_agents.cli", "index", str(corpus), "-c", "live",
+           "--quiet"]  # fmt: skip
+    writer = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    seen: list[dict[str, int]] = []
+    errors: list[str] = []
+    deadline = time.time() + 300
+    while writer.poll() is None and time.time() < deadline:
+        try:
+            seen.append(_read_once(config))
+        except Exception as exc:  # any error counts
+            errors.append(f"{type(exc).__name__}: {exc}")
+    _, err = writer.communicate(timeout=300)
+    assert writer.returncode == 0, err
+    assert errors == [] and len(seen) >= 3
+    for view in seen:  # one state: everything a reader reads agrees
+        assert view["rows"] == view["ids"] == view["embeddings"] == view["bm25"] == view["graph"]
+        assert view["rows"] in (40, 400)
+    # some reads overlapped the append: the writer had committed rows it had not yet published
+    assert any(view["committed"] > view["rows"] for view in seen), seen
+    assert _read_once(config)["rows"] == 400
+
+
+def test_a_document_the_store_cannot_hold_stops_ingest_before_any_write(config: Config) -> None:
+    config = config.with_overrides({"corpus.ingest_batch_size": 8})
+    store = CorpusStore.open_or_create("checked", config)
+    store.ingest(FACTS, progress=False)
+    files = {p: p.stat().st_size for p in store.directory.rglob("*") if p.is_file()}
+    deep: list = [1]
+    for _ in range(17):
+        deep = [deep]
+    for metadata in ({"": 1}, {"#x": 1}, {"$x": 1}, {"k": deep}):
+        bad = SourceDocument("bad", "Some text.", "Bad", metadata)
+        with pytest.raises(CorpusError, match="document 'bad': metadata") as info:
+            store.ingest([*synthetic_docs(100), bad], progress=False)
+        assert "\n" not in str(info.value)
+        assert {p: p.stat().st_size for p in store.directory.rglob("*") if p.is_file()} == files
+    assert len(CorpusStore.open("checked", config)) == 5

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+import click
 import typer
 from pydantic import ValidationError
 
@@ -33,9 +35,18 @@ DataOption = Annotated[
 ]
 
 
+#: Set (to anything but "" or "0") to see the traceback of an unexpected error (``--debug``).
+DEBUG_ENV = "RCA_DEBUG"
+
+
+def debugging() -> bool:
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
 def fail_cleanly(func: F) -> F:
-    """Turn our own errors and invalid settings into one red line and exit code 2 (no
-    traceback)."""
+    """Turn our own errors and invalid settings into one red line and exit code 2, and any
+    other exception into one red line naming its type plus how to see the traceback (exit
+    code 1; with ``--debug`` / ``RCA_DEBUG=1`` it propagates with its traceback)."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -45,6 +56,19 @@ def fail_cleanly(func: F) -> F:
             message = validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
             typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
             raise typer.Exit(code=2) from None
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except Exception as exc:
+            if debugging():
+                raise
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            typer.secho(
+                f"error: unexpected {type(exc).__name__}: {first} (rerun with --debug, or "
+                f"{DEBUG_ENV}=1, for the traceback)",
+                fg=typer.colors.RED,
+                err=True,
+            )
+            raise typer.Exit(code=1) from None
 
     return wrapper  # type: ignore[return-value]
 

@@ -18,7 +18,9 @@ from .common import ConfigOption, SetOption, build_config, fail_cleanly, quiet_l
 def index(
     path: Annotated[
         Path | None,
-        typer.Argument(help="Directory of .txt/.md/.jsonl files, or one such file."),
+        typer.Argument(
+            help="Directory of .txt/.md/.jsonl/.pdf/.html/.docx/.csv files, or one such file."
+        ),
     ] = None,
     collection: Annotated[str | None, typer.Option("--collection", "-c")] = None,
     demo: Annotated[bool, typer.Option("--demo", help="Index the bundled demo corpus.")] = False,

@@ -7,9 +7,10 @@ uncommitted tail, which the next writer cuts off, and Chroma entries past the co
 next ingest deletes, so a rerun adds exactly what was not committed. BM25 and the graph are
 brought up to the committed rows at the end (see :mod:`.indexes`).
 
-All documents are read and chunked before anything is written, so a bad file stops the run
-with nothing half-written. The chunks wait in an unnamed temporary file next to the collections
-and are stored batch by batch, so memory does not grow with the input (beyond its chunk ids).
+All documents are read, checked and chunked before anything is written, so a bad file or
+record stops the run with nothing half-written. The chunks wait in an unnamed temporary file
+next to the collections and are stored batch by batch, so memory does not grow with the input
+(beyond its chunk ids).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from tqdm.auto import tqdm
 from ..errors import CorpusError
 from ..models.embeddings import SentenceTransformerEmbedder
 from ..types import Chunk
-from .documents import Document, iter_chunks
+from .documents import Document, document_problem, iter_chunks
 from .indexes import IndexSet
 from .log import ChunkLog, chunk_line, chunk_of
 from .manifest import IngestReport
@@ -42,16 +43,25 @@ def chunk_documents(
     *,
     chunk_size: int,
     chunk_overlap: int,
+    max_chars: int | None = None,
 ) -> tuple[int, set[str]]:
     """Chunk every document into ``spool`` (one ``chunks.jsonl`` line per chunk, duplicates
     dropped); returns (document count, chunk ids). Documents are read and tokenised as streams
-    and no chunk is kept in memory."""
+    and no chunk is kept in memory. A document the store cannot hold (its id, title or
+    metadata, see :func:`.documents.document_problem`) is a CorpusError naming it."""
     seen: set[str] = set()
     n_docs = 0
     for doc in documents:
         n_docs += 1
+        problem = document_problem(doc)
+        if problem:
+            raise CorpusError(f"document {str(doc.id)[:80]!r}: {problem}")
         for chunk in iter_chunks(
-            doc, embedder.token_offsets, chunk_size=chunk_size, chunk_overlap=chunk_overlap
+            doc,
+            embedder.token_offsets,
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            max_chars=max_chars,
         ):
             if chunk.id not in seen:
                 seen.add(chunk.id)
@@ -71,7 +81,7 @@ def ingest(store: CorpusStore, documents: Iterable[Document], *, progress: bool)
         if n_docs == 0 or not n_chunks:
             raise CorpusError("no text to index: the input holds no non-empty documents")
         with store.writing():
-            known = set(store.ids)
+            known = set(store.log.ids())  # every committed row, published or not
             n_new = len(ids - known)
             del ids
             spool.seek(0)
@@ -79,7 +89,7 @@ def ingest(store: CorpusStore, documents: Iterable[Document], *, progress: bool)
                 chunk for chunk in map(chunk_of, map(json.loads, spool)) if chunk.id not in known
             )
             try:
-                store.indexes.drop_orphans(lambda: store.ids)
+                store.indexes.drop_orphans(store.log.ids)
                 add_all(
                     new,
                     n_new,

@@ -220,6 +220,3 @@ def load_file(path: Path, rel: str) -> Iterator[FilePart]:
         raise CorpusError(f"{path}: cannot read this {kind} file ({_reason(exc)}){hint}") from exc
     if not found:
         logging.getLogger(__name__).warning("%s holds no text to index (a scanned file?)", path)
-
-
-__all__ = ["DOCUMENTS_EXTRA", "LOADER_SUFFIXES", "FilePart", "load_file"]

@@ -9,8 +9,10 @@ The log's part of ``<home>/collections/<name>/``::
 A batch is appended to ``chunks.jsonl`` / ``embeddings.f32`` (and fsynced) and only then
 committed by rewriting the manifest atomically. Bytes past the committed counts (a batch cut off
 by a crash, a torn ``chunks.jsonl`` line) are truncated by the next writer, and on open when no
-writer is active. Readers take no lock and never see a torn state: they read only the committed
-prefix of the append-only files. A collection exists once its first batch is committed.
+writer is active. Readers take no lock and never see a torn state: they read only a
+:class:`Prefix` of the append-only files, the published one (whose indexes are built, see
+:mod:`.indexes`), which the writer's appends never change. A collection exists once its first
+batch is committed.
 
 Concurrency: a collection has one writer at a time. A writer holds an inter-process lock
 (``filelock``) on ``<collections>/.locks/<name>.lock``; a second writer logs one line saying it
@@ -26,7 +28,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from filelock import FileLock, Timeout
@@ -50,6 +52,13 @@ def read_manifest(directory: Path) -> Manifest:
     if manifest.version != MANIFEST_VERSION:
         raise CorpusError(f"{manifest_path} has version {manifest.version}; re-index")
     return manifest
+
+
+class Prefix(NamedTuple):
+    """The first ``rows`` rows of the log: ``nbytes`` bytes of ``chunks.jsonl``."""
+
+    rows: int
+    nbytes: int
 
 
 def chunk_line(chunk: Chunk) -> bytes:
@@ -89,6 +98,16 @@ class ChunkLog:
     def is_committed(self) -> bool:
         """Whether a manifest is on disk (the collection exists)."""
         return (self.directory / MANIFEST_FILE).is_file()
+
+    @property
+    def committed(self) -> Prefix:
+        """Every committed row (what the writer extends)."""
+        return Prefix(self.manifest.rows, self.manifest.chunks_bytes)
+
+    @property
+    def published(self) -> Prefix:
+        """The rows whose indexes are built (what readers see)."""
+        return Prefix(self.manifest.published_rows, self.manifest.published_bytes)
 
     # ----------------------------------------------------------------- commits
     def commit(self) -> None:
@@ -166,11 +185,12 @@ class ChunkLog:
                     handle.truncate(size)
 
     # ----------------------------------------------------------------- reading
-    def records(self) -> Iterator[dict[str, Any]]:
-        """The committed chunk records, in row order, read line by line (bytes past the
-        commit are never read); CorpusError when they do not parse or do not match the
-        manifest's row count."""
-        remaining, count = self.manifest.chunks_bytes, 0
+    def records(self, prefix: Prefix | None = None) -> Iterator[dict[str, Any]]:
+        """The chunk records of ``prefix`` (default: every committed row), in row order, read
+        line by line (bytes past it are never read); CorpusError when they do not parse or do
+        not match its row count."""
+        expected, remaining = prefix or self.committed
+        count = 0
         if remaining:
             with open(self.chunks_path, "rb") as handle:
                 while remaining > 0:
@@ -186,19 +206,21 @@ class ChunkLog:
                             f"{self.directory} and re-index"
                         ) from exc
                     yield record
-        if count != self.manifest.rows:
+        if count != expected:
             raise CorpusError(
                 f"{self.chunks_path} holds {count} committed chunks, the manifest "
-                f"{self.manifest.rows}; delete {self.directory} and re-index"
+                f"{expected}; delete {self.directory} and re-index"
             )
 
-    def ids(self) -> list[str]:
-        """The committed chunk ids, in row order (without building the chunks)."""
-        return [record["id"] for record in self.records()]
+    def ids(self, prefix: Prefix | None = None) -> list[str]:
+        """The chunk ids of ``prefix`` (default: every committed row), in row order (without
+        building the chunks)."""
+        return [record["id"] for record in self.records(prefix)]
 
-    def embeddings(self) -> np.ndarray:
-        """The committed row-aligned float32 embeddings (memory-mapped)."""
-        rows, dim = self.manifest.rows, self.manifest.dimension
+    def embeddings(self, prefix: Prefix | None = None) -> np.ndarray:
+        """The row-aligned float32 embeddings of ``prefix`` (default: every committed row),
+        memory-mapped."""
+        rows, dim = (prefix or self.committed).rows, self.manifest.dimension
         if rows == 0:
             return np.zeros((0, dim), dtype=np.float32)
         return np.memmap(self.embeddings_path, dtype=np.float32, mode="r", shape=(rows, dim))

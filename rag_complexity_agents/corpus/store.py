@@ -5,7 +5,7 @@
 - :mod:`.log` — the append-only chunk log (``chunks.jsonl``, ``embeddings.f32``), the manifest
   whose atomic commits are the single source of truth, truncation of uncommitted bytes and the
   writer lock;
-- :mod:`.indexes` — the index set (Chroma collection, versioned BM25, neighbourhood graph):
+- :mod:`.indexes` — the index set (Chroma collection, versioned BM25 and neighbourhood graph):
   building, extending and publishing it, and checking it agrees with the log;
 - :mod:`.ingest` — documents → chunks → batches → embed → write → commit.
 
@@ -16,24 +16,26 @@ On-disk layout of ``<home>/collections/<name>/``::
     embeddings.f32    float32 row-major matrix, one row per chunk (append-only)
     chroma/           Chroma PersistentClient directory (unless a Chroma server is configured)
     bm25-<rows>/      bm25s index over the first <rows> committed rows (the previous one is kept)
-    graph/            TopKGraph (memory-mapped top-k neighbours)
+    graph-<rows>/     TopKGraph over the first <rows> committed rows (the previous one is kept)
 
 Concurrency: a collection has one writer at a time. Writers (:meth:`CorpusStore.ingest`,
 :meth:`CorpusStore.refresh_indexes`) hold the collection's inter-process lock; on entry they
 adopt what other writers committed and cut off any uncommitted tail. Readers take no lock and
-never see a torn state: they read only the committed prefix of the append-only files, and BM25 /
-graph versions are published atomically. A collection exists once its first batch is
+never see a torn or half-indexed state: a store pins the state published when its manifest was
+read (the rows whose BM25 and graph are built, see :mod:`.indexes`) and reads only that prefix
+of the append-only files, those index versions, and the Chroma results among those rows, while
+a writer appends and publishes a new state. A collection exists once its first batch is
 committed, so a failed first index leaves no empty collection behind.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from functools import cached_property
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import numpy as np
 
@@ -45,9 +47,11 @@ from ..types import Chunk
 from . import ingest as _ingest
 from .documents import Document
 from .graph import TopKGraph
-from .indexes import IndexSet
-from .log import MANIFEST_FILE, ChunkLog, WriterLock, chunk_of, read_manifest
+from .indexes import IndexSet, StateGone
+from .log import MANIFEST_FILE, ChunkLog, Prefix, WriterLock, chunk_of, read_manifest
 from .manifest import IngestReport, Manifest
+
+T = TypeVar("T")
 
 
 class CorpusStore:
@@ -116,6 +120,7 @@ class CorpusStore:
             chunk_size=config.corpus.chunk_size,
             chunk_overlap=config.corpus.chunk_overlap,
             graph_k=config.graph.k,
+            chunk_max_chars=config.corpus.max_chunk_chars,
         )
 
     def _check_compatible(self, config: Config) -> None:
@@ -132,6 +137,12 @@ class CorpusStore:
             raise CorpusError(
                 f"collection {m.name!r} uses chunk size/overlap {m.chunk_size}/{m.chunk_overlap}; "
                 "index with the same settings or into a new collection"
+            )
+        if m.chunk_max_chars and m.chunk_max_chars != config.corpus.max_chunk_chars:
+            raise CorpusError(
+                f"collection {m.name!r} caps chunks at {m.chunk_max_chars} characters, not "
+                f"{config.corpus.max_chunk_chars}; index with the same corpus.chunk_max_chars "
+                "or into a new collection"
             )
 
     # ------------------------------------------------------------------ locking
@@ -184,24 +195,41 @@ class CorpusStore:
         )
 
     # ------------------------------------------------------------------ reading
+    # Everything below reads the pinned published state (:attr:`pinned`), never rows a
+    # writer has committed but not yet indexed.
     @property
     def name(self) -> str:
         return self.manifest.name
 
+    @property
+    def pinned(self) -> Prefix:
+        """The published rows this store reads (see the module docstring)."""
+        return self.log.published
+
     def __len__(self) -> int:
-        return self.manifest.rows
+        return self.pinned.rows
+
+    def _read_pinned(self, load: Callable[[Prefix], T]) -> T:
+        """``load(pinned)``; when a newer publication has deleted an index version of the
+        pinned state, pin the state on disk now and load again."""
+        try:
+            return load(self.pinned)
+        except StateGone:
+            self.log.adopt_committed()
+            self._reset_caches()
+            return load(self.pinned)
 
     @cached_property
     def chunks(self) -> list[Chunk]:
-        """The committed chunks, in row order."""
-        return [chunk_of(record) for record in self.log.records()]
+        """The published chunks, in row order."""
+        return [chunk_of(record) for record in self.log.records(self.pinned)]
 
     @cached_property
     def ids(self) -> list[str]:
-        """The committed chunk ids, in row order (without loading the chunks)."""
+        """The published chunk ids, in row order (without loading the chunks)."""
         if "chunks" in self.__dict__:
             return [chunk.id for chunk in self.chunks]
-        return self.log.ids()
+        return self.log.ids(self.pinned)
 
     @cached_property
     def row_of(self) -> dict[str, int]:
@@ -215,8 +243,8 @@ class CorpusStore:
 
     @cached_property
     def embeddings(self) -> np.ndarray:
-        """Row-aligned float32 embeddings (memory-mapped)."""
-        return self.log.embeddings()
+        """Row-aligned float32 embeddings of the published rows (memory-mapped)."""
+        return self.log.embeddings(self.pinned)
 
     def vectors(self, chunk_ids: Sequence[str]) -> np.ndarray:
         """Stored embeddings of ``chunk_ids`` (rows in the same order)."""
@@ -224,20 +252,20 @@ class CorpusStore:
 
     @cached_property
     def bm25(self) -> Any:
-        return self.indexes.load_bm25()
+        return self._read_pinned(self.indexes.load_bm25)
 
     @cached_property
     def graph(self) -> TopKGraph:
-        return self.indexes.load_graph()
+        return self._read_pinned(self.indexes.load_graph)
 
     def chroma_count(self) -> int:
         return self.indexes.chroma_count()
 
     def query_dense(self, query_vector: np.ndarray, k: int) -> list[tuple[str, float]]:
-        """Chroma nearest neighbours as (chunk id, cosine similarity), committed chunks only."""
-        return [
-            pair for pair in self.indexes.query_dense(query_vector, k) if pair[0] in self.row_of
-        ]
+        """Chroma nearest neighbours as (chunk id, cosine similarity), published chunks only."""
+        row_of = self.row_of
+        pairs = self.indexes.query_dense(query_vector, k, len(row_of))
+        return [pair for pair in pairs if pair[0] in row_of][:k]
 
     # ------------------------------------------------------------------ writing
     def chunk_documents(
@@ -252,6 +280,7 @@ class CorpusStore:
             self.embedder,
             chunk_size=m.chunk_size,
             chunk_overlap=m.chunk_overlap,
+            max_chars=m.chunk_max_chars or self.config.corpus.max_chunk_chars,
         )
 
     def ingest(self, documents: Iterable[Document], *, progress: bool = True) -> IngestReport:
@@ -266,7 +295,8 @@ class CorpusStore:
         self._reset_caches()
 
     def refresh_indexes(self) -> None:
-        """Bring BM25 and the graph up to the committed rows (rebuild / extend as needed)."""
+        """Build BM25 and the graph over the committed rows and publish them (see
+        :mod:`.indexes`); this store then reads the new state."""
         with self.writing():
             self.indexes.refresh()
             self._reset_caches()
@@ -278,7 +308,7 @@ class CorpusStore:
             "directory": str(self.directory),
             "disk_mb": round(disk / 2**20, 2),
         }
-        if self.manifest.graph_rows == self.manifest.rows and self.manifest.rows:
+        if self.manifest.graph_rows == self.pinned.rows and self.pinned.rows:
             info["graph"] = self.graph.stats()
         return info
 

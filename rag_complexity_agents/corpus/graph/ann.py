@@ -21,17 +21,6 @@ import numpy as np
 from ...errors import CorpusError
 from .topk import as_matrix, exact_topk, order_rows
 
-__all__ = [
-    "ANN_LIBRARY",
-    "EF_CONSTRUCTION",
-    "HNSW_M",
-    "ann_available",
-    "approximate_topk",
-    "default_ef_search",
-    "hnsw_index",
-    "search_rows",
-]
-
 #: The library behind ``method="faiss"`` (the name stored in the graph's ``meta.json``).
 ANN_LIBRARY = "faiss"
 #: HNSW links per node, and the candidate list size while inserting (quality of the index).

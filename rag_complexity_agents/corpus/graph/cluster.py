@@ -39,18 +39,6 @@ if TYPE_CHECKING:
 else:  # only building a graph needs torch
     torch = LazyModule("torch", "building a neighbourhood graph")
 
-__all__ = [
-    "CLUSTER_ROWS",
-    "KMEANS_ITERATIONS",
-    "KMEANS_SAMPLE_PER_CLUSTER",
-    "PROBES",
-    "assign_clusters",
-    "cluster_topk",
-    "default_clusters",
-    "row_probes",
-    "spherical_kmeans",
-]
-
 #: Average rows per cluster: ``C = ceil(n / CLUSTER_ROWS)`` clusters.
 CLUSTER_ROWS = 1000
 #: Probe clusters per cluster (P): each row is compared with the members of this many clusters.

@@ -13,8 +13,6 @@ import numpy as np
 
 from ...errors import CorpusError
 
-__all__ = ["InMemoryNeighbourGraph", "numpy_topk"]
-
 
 def numpy_topk(matrix: np.ndarray, k: int, *, block: int = 512) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-k rows by dot product (self excluded) of every row of a small matrix, with

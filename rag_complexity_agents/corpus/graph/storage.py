@@ -30,19 +30,6 @@ import numpy as np
 
 from ...errors import CorpusError
 
-__all__ = [
-    "CURRENT_FILE",
-    "IDS_FILE",
-    "META_FILE",
-    "NEIGHBOURS_FILE",
-    "SIMILARITIES_FILE",
-    "check_ids",
-    "graph_meta",
-    "read_current",
-    "validate_generation",
-    "write_generation",
-]
-
 FORMAT = "rca-topk-graph"
 FORMAT_VERSION = 1
 CURRENT_FILE = "CURRENT"

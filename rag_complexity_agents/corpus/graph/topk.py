@@ -25,18 +25,6 @@ if TYPE_CHECKING:
 else:  # only building or extending a graph needs torch; opening one does not
     torch = LazyModule("torch", "building a neighbourhood graph")
 
-__all__ = [
-    "DEFAULT_MAX_BLOCK_BYTES",
-    "as_matrix",
-    "dot_rows",
-    "exact_topk",
-    "order_rows",
-    "rows_per_block",
-    "select_topk",
-    "similarity_blocks",
-    "to_torch",
-]
-
 
 #: Columns per group of the pre-selection, and the contiguous span between a group's members
 #: (see :func:`_top_values`).

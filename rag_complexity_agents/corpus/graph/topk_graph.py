@@ -50,16 +50,6 @@ if TYPE_CHECKING:
 else:  # only building or extending a graph needs torch; opening one does not
     torch = LazyModule("torch", "building a neighbourhood graph")
 
-__all__ = [
-    "CLUSTER_METHOD",
-    "EXACT_MAX_ROWS",
-    "CorpusGraph",
-    "GraphMethod",
-    "GraphStats",
-    "TopKGraph",
-    "resolve_method",
-]
-
 GraphMethod = Literal["auto", "exact", "cluster", "faiss"]
 #: The approximate build that ``method="auto"`` uses above the threshold (:mod:`.cluster`).
 CLUSTER_METHOD = "cluster"
