@@ -1630,7 +1630,7 @@ def write_markdown(data: dict[str, Any], path: Path) -> None:
         f"Machine: {data['machine']}; each part was run on the shared 2 cores, with the load "
         "average (1, 5, 15 min) at its start and end given beside it. Reproduce from the "
         "repository root: `HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python "
-        "benchmarks/robustness.py --parts parsers,writers,index,load,abstention` (one part "
+        f"benchmarks/robustness.py --parts {','.join(PARTS)}` (one part "
         "at a time keeps the others' stored values; `--render` rewrites this page from the "
         "JSON).",
         "",
