@@ -401,6 +401,7 @@ def write_html(
 
 def _pipeline_graph(name: Any) -> GraphData | None:
     """The graph of a registered pipeline, for a saved run without one (None if unknown)."""
+    # LangGraph and the loops load only when a saved run lacks its graph
     from ..api import create_rag_agent
     from ..config import Config
     from ..config.pipelines import PIPELINES
