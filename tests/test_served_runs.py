@@ -17,11 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +26,7 @@ from typing import Any
 
 import pytest
 from agent_fakes import Prompt, Script, ScriptedChat, demo_config
+from langgraph_server import langgraph_dev
 from ollama_fake import OllamaLike, serve
 
 from rag_complexity_agents.agents.context import derive_components
@@ -180,58 +177,13 @@ def studio(
     """``langgraph dev`` serving langgraph.json's graphs over the demo collection with the
     slow Ollama model; yields (sdk client, server log path); stopped by its PID."""
     sdk = pytest.importorskip("langgraph_sdk")
-    cli = Path(sys.executable).with_name("langgraph")
-    if not cli.exists():
-        pytest.skip(
-            "langgraph-cli is not installed (pip install 'rag-complexity-agents[langgraph]')"
-        )
-    workdir = tmp_path_factory.mktemp("studio")
-    spec = json.loads((ROOT / "langgraph.json").read_text())
-    spec["dependencies"] = [str(ROOT)]
-    spec["graphs"] = {n: str(ROOT / p.removeprefix("./")) for n, p in spec["graphs"].items()}
-    (workdir / "langgraph.json").write_text(json.dumps(spec))
-    port = _free_port()
     env = {
-        **os.environ,
-        **spec["env"],
-        "LANGGRAPH_NO_VERSION_CHECK": "true",
         "RCA_CORPUS__HOME": str(demo_home),
         "RCA_MODELS__CHAT": "ollama:fake",
         "RCA_MODELS__OLLAMA_HOST": slow_ollama.url,
     }
-    log_path = workdir / "server.log"
-    with log_path.open("w") as log:
-        server = subprocess.Popen(
-            [
-                *(str(cli), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1"),
-                *("--port", str(port), "--config", str(workdir / "langgraph.json")),
-            ],
-            cwd=workdir,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        try:
-            client = sdk.get_sync_client(url=f"http://127.0.0.1:{port}", timeout=600)
-            deadline = time.monotonic() + 180
-            while True:
-                assert server.poll() is None, log_path.read_text()[-3000:]
-                try:
-                    client.assistants.search(limit=1)
-                    break
-                except Exception:
-                    assert time.monotonic() < deadline, "langgraph dev did not start in 180 s"
-                    time.sleep(0.5)
-            yield client, log_path
-        finally:
-            os.killpg(server.pid, signal.SIGTERM)
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait(timeout=30)
+    with langgraph_dev(tmp_path_factory.mktemp("studio"), env) as (url, log_path):
+        yield sdk.get_sync_client(url=url, timeout=600), log_path
 
 
 def _error(response: Any) -> dict[str, Any]:

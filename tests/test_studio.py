@@ -18,13 +18,6 @@ retrieval over the demo collection).
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,6 +25,7 @@ from typing import Any
 
 import pytest
 from agent_fakes import Script, ScriptedChat, demo_home
+from langgraph_server import SPEC, langgraph_dev
 from ollama_fake import OllamaLike, serve
 
 from rag_complexity_agents.config.knobs import KNOBS, bounds, field_of
@@ -40,7 +34,6 @@ langgraph_sdk = pytest.importorskip("langgraph_sdk")
 pytest.importorskip("langchain_ollama")
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC: dict[str, Any] = json.loads((ROOT / "langgraph.json").read_text())
 FOUNDER = "Who founded Amazon?"
 DIRECTOR = "Who directed Spirited Away?"
 ANSWERS = {"Amazon": "Jeff Bezos", "Spirited Away": "Hayao Miyazaki"}
@@ -58,87 +51,20 @@ def ollama() -> Iterator[OllamaLike]:
         yield server
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _stop(server: subprocess.Popen[bytes]) -> None:
-    """Stop the server and everything it started (its process group)."""
-    if server.poll() is None:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=30)
-
-
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory, ollama: OllamaLike) -> Iterator[Any]:
     """A langgraph-sdk client of ``langgraph dev`` serving the repository's graphs."""
-    cli = Path(sys.executable).with_name("langgraph")
-    if not cli.exists():
-        pytest.skip(
-            "langgraph-cli is not installed (pip install 'rag-complexity-agents[langgraph]')"
-        )
     home = demo_home(tmp_path_factory.getbasetemp())
     workdir = tmp_path_factory.mktemp("studio")
-    # absolute paths, so that the server's state (.langgraph_api) stays in workdir
-    spec = {
-        **SPEC,
-        "dependencies": [str(ROOT)],
-        "graphs": {
-            name: str(ROOT / path.removeprefix("./")) for name, path in SPEC["graphs"].items()
-        },
-    }
-    (workdir / "langgraph.json").write_text(json.dumps(spec))
-    port = _free_port()
     env = {
-        **os.environ,
-        **SPEC["env"],
-        "LANGGRAPH_NO_VERSION_CHECK": "true",
         "RCA_HOME": str(workdir / "rca-home"),
         "RCA_CORPUS__HOME": str(home),
         "RCA_MODELS__CHAT": "ollama:studio-fake",
         "RCA_MODELS__OLLAMA_HOST": ollama.url,
         "RCA_ADAPTIVE__CLASSIFIER": "heuristic",
     }
-    command = [str(cli), "dev", "--no-browser", "--host", "127.0.0.1", "--port", str(port)]
-    command += ["--no-reload", "--config", str(workdir / "langgraph.json")]
-    log_path = workdir / "server.log"
-    with log_path.open("wb") as log:
-        server = subprocess.Popen(
-            command,
-            cwd=workdir,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        try:
-            url = f"http://127.0.0.1:{port}"
-            _wait_until_ready(server, url, log_path)
-            yield langgraph_sdk.get_sync_client(url=url, timeout=300)
-        finally:
-            _stop(server)
-
-
-def _wait_until_ready(server: subprocess.Popen[bytes], url: str, log: Path) -> None:
-    import httpx
-
-    deadline = time.monotonic() + 180
-    while True:
-        assert server.poll() is None, log.read_text(errors="replace")[-3000:]
-        try:
-            if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, "langgraph dev did not answer /ok in 180 s"
-        time.sleep(0.5)
+    with langgraph_dev(workdir, env) as (url, _):
+        yield langgraph_sdk.get_sync_client(url=url, timeout=300)
 
 
 @pytest.fixture(scope="module")
