@@ -156,30 +156,15 @@ def from_langchain(
     memory only). ``embeddings`` (e.g. the store's own LangChain ``Embeddings``)
     score documents and build the graph instead of ``models.embedding``.
     """
-    if neighbours == "on_demand":
-        return build_components(
-            langchain_search(source),
-            [],
-            None,
-            config=config,
-            use_store_vectors=use_store_vectors,
-            name=f"langchain:{type(source).__name__}",
-            source=langchain_neighbour_source(source, cache_key),
-            neighbour_cache=neighbour_cache,
-            embeddings=embeddings,
-        )
-    listing = _langchain_listing(source) if documents is None else None
-    if documents is not None:
-        listed, vectors = [chunk_from_langchain(d) for d in documents], None
-    else:
-        listed, vectors = listing or ([], None)
+    on_demand = neighbours == "on_demand"
     return build_components(
         langchain_search(source),
-        listed,
-        vectors,
+        None if documents is None else [chunk_from_langchain(d) for d in documents],
+        lambda: _langchain_listing(source),
         config=config,
         use_store_vectors=use_store_vectors,
         name=f"langchain:{type(source).__name__}",
+        source=langchain_neighbour_source(source, cache_key) if on_demand else None,
+        neighbour_cache=neighbour_cache,
         embeddings=embeddings,
-        relist=(lambda: _langchain_listing(source)) if listing is not None else None,
     )

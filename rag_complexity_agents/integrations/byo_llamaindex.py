@@ -124,35 +124,22 @@ def from_llamaindex(
     (see :mod:`~rag_complexity_agents.integrations.external`)."""
     if embeddings is None:
         embeddings = index_embed_model(source)
-    if neighbours == "on_demand":
-        if not hasattr(source, "vector_store"):
-            raise InputError(
-                f"on-demand neighbours need a LlamaIndex index, got {type(source).__name__}"
-            )
-        return build_components(
-            llamaindex_search(source),
-            [],
-            None,
-            config=config,
-            use_store_vectors=use_store_vectors,
-            name=f"llamaindex:{type(source).__name__}",
-            source=LlamaIndexSource(source, chunk_from_llamaindex, key=cache_key),
-            neighbour_cache=neighbour_cache,
-            embeddings=embeddings,
+    on_demand = neighbours == "on_demand"
+    if on_demand and not hasattr(source, "vector_store"):
+        raise InputError(
+            f"on-demand neighbours need a LlamaIndex index, got {type(source).__name__}"
         )
-    listing = _llamaindex_listing(source) if nodes is None else None
-    if nodes is not None:
-        listed, vectors = [chunk_from_llamaindex(n) for n in nodes], None
-    else:
-        listed, vectors = listing or ([], None)
     return build_components(
         llamaindex_search(source),
-        listed,
-        vectors,
+        None if nodes is None else [chunk_from_llamaindex(n) for n in nodes],
+        lambda: _llamaindex_listing(source),
         config=config,
         use_store_vectors=use_store_vectors,
         name=f"llamaindex:{type(source).__name__}",
+        source=LlamaIndexSource(source, chunk_from_llamaindex, key=cache_key)
+        if on_demand
+        else None,
+        neighbour_cache=neighbour_cache,
         embeddings=embeddings,
-        relist=(lambda: _llamaindex_listing(source)) if listing is not None else None,
         documents_arg="nodes= (from_llamaindex) or documents= (create_rag_agent)",
     )

@@ -299,8 +299,8 @@ def _embedder(config: Config, embeddings: Any = None) -> Any:
 
 def build_components(
     search: SearchFn,
-    listed: Sequence[Chunk],
-    vectors: np.ndarray | None,
+    given: Sequence[Chunk] | None,
+    lister: Lister,
     *,
     config: Config | None,
     use_store_vectors: bool,
@@ -308,13 +308,15 @@ def build_components(
     source: NeighbourSource | None = None,
     neighbour_cache: str | Path | None = None,
     embeddings: Any = None,
-    relist: Lister | None = None,
     documents_arg: str = "documents=",
 ) -> ByoComponents:
-    """Components over ``search``; the graph over ``listed``, or on demand from ``source``;
-    ``embeddings`` (the user's) replace ``models.embedding``. ``relist`` lists the store
-    again: with it, a store that listed nothing yet is waited for instead of refused (see
-    the module doc); ``documents_arg`` is how the refusal names the caller's argument."""
+    """Components over ``search``; the graph over the documents ``given`` by the caller,
+    else over what ``lister`` reads from the store (listed again later while it holds none,
+    see the module doc), or on demand from ``source``; ``embeddings`` (the user's) replace
+    ``models.embedding``; ``documents_arg`` is how a refusal names the caller's argument."""
+    listing = lister() if given is None and source is None else None
+    listed, vectors = (list(given), None) if given is not None else (listing or ([], None))
+    relist = lister if listing is not None else None
     cfg = config or Config()
     embedder = _embedder(cfg, embeddings)
     if source is not None:
