@@ -1,15 +1,17 @@
 """Messages in and out: a pipeline's graph is a node of a ``MessagesState`` app with no
 adapter, multi-turn on a checkpointed thread (a follow-up is rewritten as a standalone
-question before retrieval), and ``stream_mode="messages"`` shows only the final answer. The
-chat model is a fake (control flow); the store is a real in-memory LangChain store."""
+question before retrieval), and ``stream_mode="messages"`` shows only the final answer, in
+pieces. The chat model is a fake (control flow); the store is a real in-memory LangChain
+store."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from agent_fakes import Script, ScriptedChat
 from dropin_fakes import lean_store
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 
@@ -66,19 +68,27 @@ def test_the_graph_alone_takes_messages_or_a_question_and_appends_the_answer() -
         raise AssertionError("a chat without a human message must be refused")
 
 
-def test_messages_stream_shows_only_the_final_answer() -> None:
+def _of(chunks: list[tuple[str, Any]], mode: str) -> list[tuple[str, Any]]:
+    return [chunk for chunk in chunks if chunk[0] == mode]
+
+
+def test_messages_stream_shows_only_the_final_answer_token_by_token() -> None:
     _, store = lean_store()
     script = Script(plan="1. Who directed Spirited Away?\n2. Where was #1 born?")
-    script.replies["answer"] = ["Hayao Miyazaki", "Tokyo"]
+    script.replies["answer"] = ["Hayao Miyazaki", "Bunkyō, Tokyo"]
     agent = rca.create_rag_agent(ScriptedChat(script=script), vectorstore=store)
-    chunks = list(
-        agent.stream(
-            {"messages": [HumanMessage("Where was the director born?")]}, stream_mode="messages"
-        )
-    )
-    assert [(type(c).__name__, c.content, meta["langgraph_node"]) for c, meta in chunks] == [
-        ("AIMessage", "Tokyo", "finish")
-    ]
+    asked = {"messages": [HumanMessage("Where was the director born?")]}
+    chunks = list(agent.stream(asked, stream_mode=["messages", "values"]))
+    streamed = [(c.content, meta["langgraph_node"]) for mode, (c, meta) in _of(chunks, "messages")]
+    assert streamed == [("Bunkyō,", "finish"), (" Tokyo", "finish")]
+    assert all(isinstance(c, AIMessageChunk) for _, (c, _) in _of(chunks, "messages"))
+    (_, last), *_ = reversed(_of(chunks, "values"))
+    assert last["messages"][-1].content == "Bunkyō, Tokyo"
+    assert {c.id for _, (c, _) in _of(chunks, "messages")} == {last["messages"][-1].id}
+
+    shown = agent.stream(asked, {"configurable": {"stream_steps": True}}, stream_mode="messages")
+    nodes = [meta["langgraph_node"] for _, meta in shown]
+    assert {"plan", "answer_sub", "finish"} <= set(nodes) and nodes[-1] == "finish"
 
     async def internal_calls() -> list[str]:
         return [

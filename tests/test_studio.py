@@ -8,7 +8,8 @@ langgraph-sdk, the way Studio drives it.
 * Studio's debugging moves: interrupt before a node, read and edit the thread's state,
   resume with the edit; fork a run from an earlier checkpoint of the thread's history into a
   new branch; stream the events of the adaptive router's routes (graphs run inside its
-  nodes) as subgraph events.
+  nodes) as subgraph events;
+* a chat UI streaming ``messages-tuple`` gets only the final answer, in pieces.
 
 The served graphs' chat model is ``ollama:`` pointed at an Ollama-API-compatible server on
 127.0.0.1 that answers from the scripted fake (no real model runs); the adaptive router uses
@@ -240,3 +241,20 @@ def test_adaptive_router_streams_its_route_as_a_subgraph(client: Any) -> None:
     route = outer[-1]["B"]
     assert finish["answer"] == route["answer"] == "Jeff Bezos"
     assert route["trace"]["route"] == "B" and route["trace"]["retrieval"] == "first_stage"
+
+
+def test_a_chat_ui_streams_only_the_final_answer(client: Any) -> None:
+    thread = client.threads.create()["thread_id"]
+    parts = list(
+        client.runs.stream(
+            thread,
+            "single_step",
+            input={"messages": [{"type": "human", "content": DIRECTOR}]},
+            stream_mode="messages-tuple",
+        )
+    )
+    assert not [part.data for part in parts if part.event == "error"]
+    chunks = [part.data for part in parts if part.event == "messages"]
+    assert {meta["langgraph_node"] for _, meta in chunks} == {"finish"}
+    assert "".join(chunk["content"] for chunk, _ in chunks) == "Hayao Miyazaki"
+    assert len(chunks) == 2 and {chunk["type"] for chunk, _ in chunks} == {"AIMessageChunk"}

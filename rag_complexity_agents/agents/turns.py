@@ -8,10 +8,21 @@ needs the names the follow-up leaves out.
 
 from __future__ import annotations
 
+import re
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+)
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, LLMResult
+from langchain_core.runnables.config import ensure_config, get_callback_manager_for_config
+from langgraph.constants import TAG_NOSTREAM
 
 from ..errors import InputError
 from ..models.calls import ChatReply
@@ -66,8 +77,36 @@ def question_of(state: AgentState, ctx: AgentContext) -> tuple[str, ChatReply | 
     return question, None, False
 
 
-def appended(question: str, answer: str, *, by_messages: bool) -> list[Any]:
+ANSWER_TAG = "rca:answer"
+"""Tag of the final answer's message stream (:func:`streamed_answer`)."""
+_PIECES = re.compile(r"\s*\S+")
+
+
+def streamed_answer(question: str, answer: str, hidden_tags: Sequence[str] = ()) -> AIMessage:
+    """The run's final answer as an ``AIMessage``, first streamed piece by piece (a word and
+    the space before it) to the callbacks of the current run as a chat-model run tagged
+    :data:`ANSWER_TAG`, so LangGraph's ``stream_mode="messages"`` shows it as chunks of one
+    message. The stream starts once the answer is final: the abstention and MER checks may
+    replace what a model call generated, and a chat UI must never show text the run then
+    takes back. ``hidden_tags`` (the node's own, e.g. ``nostream``) are not passed on."""
+    reply = AIMessage(content=answer, id=f"run-{uuid.uuid4()}")
+    manager = get_callback_manager_for_config(ensure_config())
+    if not manager.handlers:
+        return reply
+    shown = manager.copy()
+    shown.remove_tags([TAG_NOSTREAM, *hidden_tags])
+    shown.add_tags([ANSWER_TAG])
+    (run,) = shown.on_chat_model_start(
+        {"name": "rca-answer"}, [[HumanMessage(content=question)]], name="answer"
+    )
+    for piece in _PIECES.findall(answer):
+        message = AIMessageChunk(content=piece, id=reply.id)
+        run.on_llm_new_token(piece, chunk=ChatGenerationChunk(message=message))
+    run.on_llm_end(LLMResult(generations=[[ChatGeneration(message=reply)]]))
+    return reply
+
+
+def appended(reply: AIMessage, question: str, *, by_messages: bool) -> list[Any]:
     """The messages a run adds to ``messages``: the answer, after the question when it was
     asked as ``{"question": ...}`` (so the thread's history reads as a chat)."""
-    reply = AIMessage(content=answer)
     return [reply] if by_messages else [HumanMessage(content=question), reply]

@@ -38,7 +38,7 @@ from .state import AgentState, InputState, OutputState, RunOptions, sources_of
 from .steps import BUDGET, Update, cancellable, costs, step_limit
 from .structured import ask_step, model_notes
 from .trace import build_trace
-from .turns import appended, question_of
+from .turns import appended, question_of, streamed_answer
 
 Graph = CompiledStateGraph[Any, Any, Any, Any]
 NodeFn = Callable[[AgentState, AgentContext], Update]
@@ -131,8 +131,8 @@ STEP_TAG = "rca:step"
 """Tag of every chat call inside a loop (planning, sub-answers, ASU samples, MER, …), beside
 ``rca:<node>``. Unless a run's ``configurable`` has ``stream_steps: True``, those calls are
 also tagged ``nostream``, so LangGraph's ``stream_mode="messages"`` shows only the final
-answer (the ``AIMessage`` the finish node appends); ``astream_events(...,
-include_tags=[STEP_TAG])`` shows them either way."""
+answer, streamed in pieces by the finish node (:func:`~.turns.streamed_answer`);
+``astream_events(..., include_tags=[STEP_TAG])`` shows them either way."""
 
 STREAM_STEPS = "stream_steps"
 """The ``configurable`` key that lets a run's internal chat calls stream as messages."""
@@ -240,7 +240,11 @@ def finish(state: AgentState, ctx: AgentContext) -> Update:
         "answer_source": source,
         "trace": trace,
         "sources": sources_of(state, trace),
-        "messages": appended(state["question"], answer, by_messages=by_messages),
+        "messages": appended(
+            streamed_answer(state["question"], answer, hidden_tags=[STEP_TAG, "rca:finish"]),
+            state["question"],
+            by_messages=by_messages,
+        ),
     }
 
 
