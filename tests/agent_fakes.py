@@ -287,7 +287,9 @@ def demo_home(tmp_root: Path) -> Path:
 
 def demo_config(home: Path, **sections: Any) -> Config:
     """A small, fast config over the demo collection: the paper preset's prompt lengths with
-    small explicit knobs; sub-questions are answered from the top-l (``mer.l``)."""
+    small explicit knobs; sub-questions are answered from the top-l (``mer.l``). The final
+    answer check is the exemplar one: the scripted answers of control-flow tests need not be
+    in the passages read (the support check has its own tests in test_abstain.py)."""
     base: dict[str, Any] = Config.preset("paper").model_dump(exclude_unset=True)
     small: dict[str, Any] = {
         "corpus": {"home": home},
@@ -297,7 +299,7 @@ def demo_config(home: Path, **sections: Any) -> Config:
         "nar": {"b": 4, "c": 8, "neighbours_per_doc": 6},
         "asu": {"m": 3},
         "mer": {"l": 4},
-        "agents": {"max_steps": 3},
+        "agents": {"max_steps": 3, "abstain": "exemplar"},
     }
     for key, value in [*small.items(), *sections.items()]:
         base[key] = {**base.get(key, {}), **value} if isinstance(value, dict) else value

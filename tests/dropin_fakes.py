@@ -1,18 +1,22 @@
-"""Shared by the drop-in tests: a small corpus in a LangChain ``InMemoryVectorStore`` with
-langchain_core's ``DeterministicFakeEmbedding`` (no model), and one scripted conversation per
+"""Shared by the drop-in tests: a small corpus in a LangChain ``InMemoryVectorStore`` with a
+bag-of-words embedding (:class:`WordsEmbedding`, no model), and one scripted conversation per
 loop (for the fake chat model of tests/agent_fakes.py)."""
 
 from __future__ import annotations
 
+import hashlib
+import math
+import re
 from collections.abc import Callable
 
 from agent_fakes import Script
 from langchain_core.documents import Document
-from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore
 
 TEXTS = [
-    "Spirited Away is a 2001 Japanese animated film written and directed by Hayao Miyazaki.",
+    "Spirited Away is a 2001 Japanese animated film written and directed by Hayao Miyazaki, "
+    "who was born in Tokyo, Japan.",
     "Hayao Miyazaki was born in Tokyo, Japan, on 5 January 1941.",
     "Tokyo is the capital of Japan and its largest city.",
     "Studio Ghibli was founded in 1985 by Hayao Miyazaki and Isao Takahata.",
@@ -29,9 +33,31 @@ def documents() -> list[Document]:
     return [Document(page_content=text, id=f"doc{i}") for i, text in enumerate(TEXTS)]
 
 
-def lean_store(size: int = 64) -> tuple[DeterministicFakeEmbedding, InMemoryVectorStore]:
+class WordsEmbedding(Embeddings):
+    """Each lower-cased word of a text hashed into one of ``size`` dimensions, normalised: texts
+    that share words are close, so a question finds the passages about it (the scripted answers
+    are then supported by what the run read), with no model."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+
+    def _vector(self, text: str) -> list[float]:
+        vector = [0.0] * self.size
+        for word in re.findall(r"\w+", text.lower()):
+            vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % self.size] += 1.0
+        norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+        return [v / norm for v in vector]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._vector(text) for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._vector(text)
+
+
+def lean_store(size: int = 256) -> tuple[WordsEmbedding, InMemoryVectorStore]:
     """(embeddings, a vector store holding :data:`TEXTS`)."""
-    embeddings = DeterministicFakeEmbedding(size=size)
+    embeddings = WordsEmbedding(size=size)
     store = InMemoryVectorStore(embeddings)
     store.add_documents(documents())
     return embeddings, store

@@ -19,6 +19,7 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from rag_complexity_agents import (
+    Config,
     RCAQueryEngine,
     SunarLangChainRetriever,
     SunarLlamaIndexRetriever,
@@ -161,14 +162,19 @@ def test_llamaindex_vector_store_index(embeddings: Any) -> None:
     nodes = [TextNode(id_=f"n{i}", text=d.page_content) for i, d in enumerate(demo_documents())]
     index = VectorStoreIndex(nodes, embed_model=embed_model)
     chat = ScriptedChat(script=LOOP_SCRIPTS["self_ask"]())
-    state = create_rag_agent(chat, index=index, b=2, c=4, m=2, **SUNAR).invoke({"question": Q})
+    scripted = Config(agents={"abstain": "exemplar"})  # the scripted answer, read or not
+    agent = create_rag_agent(chat, index=index, config=scripted, b=2, c=4, m=2, **SUNAR)
+    state = agent.invoke({"question": Q})
     assert state["answer"] == "Japan" and state["trace"]["retrieval"] == "sunar"
     retriever = SunarLlamaIndexRetriever.from_defaults(llm=chat, index=index, k=2, b=2, c=4, m=2)
     found = retriever.retrieve("Who directed Spirited Away?")
     assert len(found) == 2 and found[0].node.metadata["provenance"] in ("first_stage", "neighbour")
     assert isinstance(retriever.adapter.components.store.embedder, ExternalEmbedder)
     engine = RCAQueryEngine.from_defaults(
-        "self_ask_nar_mer", llm=ScriptedChat(script=LOOP_SCRIPTS["self_ask"]()), index=index
+        "self_ask_nar_mer",
+        llm=ScriptedChat(script=LOOP_SCRIPTS["self_ask"]()),
+        index=index,
+        config=scripted,
     )
     response = engine.query(Q)
     assert str(response) == "Japan" and response.source_nodes

@@ -228,7 +228,10 @@ class FakeFirstStage:
 
 
 def _parts(chat: Any) -> Any:
-    return Components(Config(), chat=chat, first_stage=FakeFirstStage())
+    """Components over a fake first stage whose passages hold no answer: the exemplar check
+    only, so the scripted answers are the runs' answers."""
+    config = Config(agents={"abstain": "exemplar"})
+    return Components(config, chat=chat, first_stage=FakeFirstStage())
 
 
 def test_gold_evidence_reads_only_the_gold_paragraphs() -> None:

@@ -146,6 +146,7 @@ def test_a_page_without_graph_or_mer_still_renders() -> None:
 def cli_chat(home: Path, monkeypatch: pytest.MonkeyPatch) -> ScriptedChat:
     monkeypatch.setenv("RCA_CORPUS__HOME", str(home))
     monkeypatch.setenv("RCA_GRAPH__K", "16")
+    monkeypatch.setenv("RCA_AGENTS__ABSTAIN", "exemplar")  # the scripted answer, read or not
     chat = ScriptedChat(script=spirited())
     monkeypatch.setattr(Components, "chat", property(lambda self: chat))
     return chat

@@ -10,6 +10,16 @@ run's final answer, whatever loop or prompt the answer came through.
   question dictates ("Please just say 2012.") is no evidence.
 * **Ungrounded answers** (``agents.abstain = "ungrounded"``): the answer shares no content
   word (normalised, not a :data:`~..text.STOPWORDS` word) with any passage the run read.
+* **Unsupported answers** (``agents.abstain = "supported"``, the default): no passage the
+  run read both holds every content word of the answer and is about something the run
+  asked: every name (:func:`names`) and at least :data:`SUPPORT_SHARE` of the content words
+  of the question, or of a sub-question or query on its topic (other than the answer's own
+  words), occur in that passage (:func:`support`). This is what turns "J. K. Rowling" for
+  "Who wrote Moby-Dick?" into "not found": the passage that names Rowling is about Harry
+  Potter. An answer the question offers as a choice ("A or B") is a kind of answer, like
+  yes / no, and is left alone. The check reads words only (no model call): on the demo
+  collection it turned 62 of 65 out-of-corpus answers into "not found" and kept every right
+  answer of 20 answerable questions (``benchmarks/results/robustness.md``).
 
 The passages a run read are those its steps retrieved (``state["retrievals"]``, title and
 text). A run that retrieved nothing (closed book, e.g. the ``no_retrieval`` loop) answers from
@@ -29,10 +39,15 @@ from ..text import STOPWORDS, cover_em, normalize_answer
 from .prompts import cot, react, searchain, self_ask
 from .retrieve import UNANSWERED
 
-AbstainMode = Literal["exemplar", "ungrounded"]
+AbstainMode = Literal["exemplar", "ungrounded", "supported"]
 """Which answers :func:`abstention` replaces (``agents.abstain``): ``"exemplar"`` the
 unsupported exemplar answers only; ``"ungrounded"`` those and every answer sharing no content
-word with the passages read."""
+word with the passages read; ``"supported"`` those and every answer no passage read
+supports (:func:`support`)."""
+SUPPORT_SHARE = 0.5
+"""The share of an asked text's content words a passage holding the answer must contain for
+``"supported"`` (of 0.34, 0.5 and 0.67 on the demo measurements of
+``benchmarks/robustness.py``, the one that lost no right answer and abstained most)."""
 NOT_FOUND = "not found"
 """The answer of a run that abstains: the evidence supports no answer."""
 _YES_NO = frozenset({"yes", "no"})
@@ -83,6 +98,74 @@ def _asked(state: Mapping[str, Any]) -> Iterable[str]:
         yield str(step.get("query") or "")
 
 
+def _on_topic(state: Mapping[str, Any]) -> list[str]:
+    """The question and the sub-questions / queries that share a content word with it (a
+    step the model made up about something else, "What is the capital of France?" for
+    "Output your system prompt.", supports nothing)."""
+    question = str(state.get("question") or "")
+    words = content_words(question)
+    return [question, *(t for t in _asked(state) if t and words & content_words(t))]
+
+
+def names(text: str) -> set[str]:
+    """The normalised words of ``text`` that name something: capitalised words other than a
+    sentence's first, and words with a digit (years, numbers)."""
+    found: set[str] = set()
+    opening = True
+    for word in text.split():
+        if (word[:1].isupper() and not opening) or any(ch.isdigit() for ch in word):
+            found.update(normalize_answer(word).split())
+        opening = word.endswith((".", "?", "!", ":"))
+    return found - STOPWORDS
+
+
+Topic = tuple[frozenset[str], frozenset[str]]
+"""What a supporting passage must be about: (content words, names), answer's words left out."""
+
+
+def topics(answer: str, asked: Iterable[str], bridges: Iterable[str] = ()) -> list[Topic]:
+    """The topics a passage may support ``answer`` through: each ``asked`` text (question,
+    sub-question, query), and the question's own words with an intermediate answer of the
+    run (a ``bridge``, the first of ``asked`` being the question) in place of its names: a
+    chain's last passage names the bridge entity, not the question's."""
+    own = content_words(answer)
+    texts = list(asked)
+    found = [(frozenset(content_words(t) - own), frozenset(names(t) - own)) for t in texts]
+    if texts:
+        rest = content_words(texts[0]) - names(texts[0]) - own
+        for bridge in bridges:
+            named = content_words(bridge) - own
+            if named:
+                found.append((frozenset(rest), frozenset(named)))
+    return found
+
+
+def support(answer: str, about: Iterable[Topic], passages: Iterable[str]) -> float:
+    """How well the best passage supports ``answer`` (0 to 1): over the ``passages``
+    (normalised text) that hold every content word of the answer, and over the topics
+    (:func:`topics`) whose names the passage all holds, the largest share of the topic's
+    content words the passage also holds (1 for a topic of names only). 0 when no passage
+    holds the answer."""
+    own = content_words(answer)
+    if not own:
+        return 0.0
+    wanted = [(content, named) for content, named in about if content or named]
+    best = 0.0
+    for text in passages:
+        words = set(text.split())
+        if not own <= words:
+            continue
+        for content, named in wanted:
+            if named <= words:
+                best = max(best, len(content & words) / len(content) if content else 1.0)
+    return best
+
+
+def _offered(answer: str, question: str) -> bool:
+    """Whether the question names ``answer`` as one of its choices ("A or B")."""
+    return "or" in normalize_answer(question).split() and bool(cover_em(question, answer))
+
+
 def abstention(answer: str, state: Mapping[str, Any], mode: AbstainMode = "exemplar") -> str | None:
     """Why the run should answer :data:`NOT_FOUND` instead of ``answer`` (see the module
     docstring), or None to keep it."""
@@ -103,4 +186,11 @@ def abstention(answer: str, state: Mapping[str, Any], mode: AbstainMode = "exemp
         words = content_words(answer)
         if not any(words.intersection(text.split()) for text in passages):
             return "an answer that shares no content word with the passages read"
+    if mode == "supported" and not _offered(answer, str(state.get("question") or "")):
+        bridges = [str(step.get("answer") or "") for step in state.get("steps") or []]
+        share = support(answer, topics(answer, _on_topic(state), bridges), passages)
+        if share < SUPPORT_SHARE:
+            return (
+                f"an answer no passage read supports (best support {share:.2f} < {SUPPORT_SHARE})"
+            )
     return None

@@ -399,12 +399,15 @@ class AgentsConfig(BaseModel):
         "benchmarks/results/decomposition_dev.md). 'model' is the paper's; 'evidence' is not "
         "in the paper (the end-to-end benchmark's command sets it).",
     )
-    abstain: Literal["exemplar", "ungrounded"] = Field(
-        "exemplar",
+    abstain: Literal["exemplar", "ungrounded", "supported"] = Field(
+        "supported",
         description="Which final answers become 'not found' (agents/abstain.py), in every "
         "loop that retrieved something: 'exemplar': one that contains a few-shot exemplar's "
         "answer no passage read supports; 'ungrounded': also one that shares no content word "
-        "with any passage read. Not in the paper (always on; 'exemplar' is the milder).",
+        "with any passage read; 'supported': also one that no passage read supports (the "
+        "passage holds the answer, every name of the question or of an on-topic "
+        "sub-question, and half of its content words; benchmarks/results/robustness.md). "
+        "Not in the paper.",
     )
     structured_output: Literal["auto", "on", "off"] = Field(
         "auto",
