@@ -16,10 +16,9 @@ from typing import Any
 import chromadb
 import pytest
 from agent_fakes import Prompt, Script, ScriptedChat
-from dropin_fakes import LOOP_SCRIPTS, documents, lean_store
+from dropin_fakes import LOOP_SCRIPTS, WordsEmbedding, documents, lean_store
 from langchain_chroma import Chroma
 from langchain_core.documents import Document
-from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.retrievers import BaseRetriever
 from llama_index.core import Settings, VectorStoreIndex
 from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -99,10 +98,10 @@ class ScriptedLLM(CustomLLM):
 
 
 class HashEmbedding(BaseEmbedding):
-    """A llama-index-core embedding model (langchain_core's deterministic fake vectors)."""
+    """A llama-index-core embedding model (the drop-in tests' bag-of-words vectors)."""
 
     def _vector(self, text: str) -> list[float]:
-        return DeterministicFakeEmbedding(size=32).embed_query(text)
+        return WordsEmbedding().embed_query(text)
 
     def _get_query_embedding(self, query: str) -> list[float]:
         return self._vector(query)
@@ -133,7 +132,7 @@ def _chroma(name: str) -> Chroma:
     with contextlib.suppress(Exception):  # a collection of that name from an earlier run
         client.delete_collection(name)
     return Chroma(
-        collection_name=name, embedding_function=DeterministicFakeEmbedding(size=32), client=client
+        collection_name=name, embedding_function=WordsEmbedding(), client=client
     )
 
 
@@ -256,7 +255,7 @@ def _requests(server: OllamaLike) -> list[dict[str, Any]]:
 def test_own_chat_ollama_without_num_ctx_is_told_once() -> None:
     script = Script(answer="Hayao Miyazaki")
     with serve(ScriptedChat(script=script)) as server:
-        embeddings = DeterministicFakeEmbedding(size=32)
+        embeddings = WordsEmbedding()
         from langchain_core.vectorstores import InMemoryVectorStore
 
         store = InMemoryVectorStore(embeddings)

@@ -11,15 +11,15 @@ run's final answer, whatever loop or prompt the answer came through.
 * **Ungrounded answers** (``agents.abstain = "ungrounded"``): the answer shares no content
   word (normalised, not a :data:`~..text.STOPWORDS` word) with any passage the run read.
 * **Unsupported answers** (``agents.abstain = "supported"``, the default): no passage the
-  run read both holds every content word of the answer and is about something the run
-  asked: every name (:func:`names`) and at least :data:`SUPPORT_SHARE` of the content words
-  of the question, or of a sub-question or query on its topic (other than the answer's own
-  words), occur in that passage (:func:`support`). This is what turns "J. K. Rowling" for
-  "Who wrote Moby-Dick?" into "not found": the passage that names Rowling is about Harry
-  Potter. An answer the question offers as a choice ("A or B") is a kind of answer, like
-  yes / no, and is left alone. The check reads words only (no model call): on the demo
-  collection it turned 62 of 65 out-of-corpus answers into "not found" and kept every right
-  answer of 20 answerable questions (``benchmarks/results/robustness.md``).
+  run read both holds the answer (half its content words, :data:`ANSWER_HELD`) and is about
+  something the run asked: more than :data:`SUPPORT_SHARE` of the content words of the
+  question, or of a sub-question or query on its topic (other than the answer's own words),
+  occur in that passage (:func:`support`). This is what turns "J. K. Rowling" for "Who
+  painted The Night Watch?" into "not found": the passage that names Rowling is about Harry
+  Potter. The check reads words only (no model call), so a passage that shares the
+  question's relation words ("wrote", "novel") can pass for one about its subject. An answer
+  the question offers as a choice ("A or B") is a kind of answer, like yes / no, and is left
+  alone.
 
 The passages a run read are those its steps retrieved (``state["retrievals"]``, title and
 text). A run that retrieved nothing (closed book, e.g. the ``no_retrieval`` loop) answers from
@@ -44,10 +44,18 @@ AbstainMode = Literal["exemplar", "ungrounded", "supported"]
 unsupported exemplar answers only; ``"ungrounded"`` those and every answer sharing no content
 word with the passages read; ``"supported"`` those and every answer no passage read
 supports (:func:`support`)."""
-SUPPORT_SHARE = 0.5
-"""The share of an asked text's content words a passage holding the answer must contain for
-``"supported"`` (of 0.34, 0.5 and 0.67 on the demo measurements of
-``benchmarks/robustness.py``, the one that lost no right answer and abstained most)."""
+SUPPORT_SHARE = 1 / 3
+"""The share of an asked text's content words a passage holding the answer must exceed for
+``"supported"``."""
+ANSWER_HELD = 0.5
+"""The share of the answer's content words a passage must hold to be said to hold it (a
+sentence answer rarely stands word for word in one passage).
+
+Both values were chosen together by measurement (``benchmarks/results/robustness.md``): of
+shares 1/4, 1/3 and 1/2, with the whole or half the answer held, and with or without
+requiring the question's names, this pair is the one that kept the end-to-end cost within
+one point of cover-EM while turning at least 80% of the out-of-corpus answers into "not
+found"; the choice was made on those same runs."""
 NOT_FOUND = "not found"
 """The answer of a run that abstains: the evidence supports no answer."""
 _YES_NO = frozenset({"yes", "no"})
@@ -107,57 +115,23 @@ def _on_topic(state: Mapping[str, Any]) -> list[str]:
     return [question, *(t for t in _asked(state) if t and words & content_words(t))]
 
 
-def names(text: str) -> set[str]:
-    """The normalised words of ``text`` that name something: capitalised words other than a
-    sentence's first, and words with a digit (years, numbers)."""
-    found: set[str] = set()
-    opening = True
-    for word in text.split():
-        if (word[:1].isupper() and not opening) or any(ch.isdigit() for ch in word):
-            found.update(normalize_answer(word).split())
-        opening = word.endswith((".", "?", "!", ":"))
-    return found - STOPWORDS
-
-
-Topic = tuple[frozenset[str], frozenset[str]]
-"""What a supporting passage must be about: (content words, names), answer's words left out."""
-
-
-def topics(answer: str, asked: Iterable[str], bridges: Iterable[str] = ()) -> list[Topic]:
-    """The topics a passage may support ``answer`` through: each ``asked`` text (question,
-    sub-question, query), and the question's own words with an intermediate answer of the
-    run (a ``bridge``, the first of ``asked`` being the question) in place of its names: a
-    chain's last passage names the bridge entity, not the question's."""
-    own = content_words(answer)
-    texts = list(asked)
-    found = [(frozenset(content_words(t) - own), frozenset(names(t) - own)) for t in texts]
-    if texts:
-        rest = content_words(texts[0]) - names(texts[0]) - own
-        for bridge in bridges:
-            named = content_words(bridge) - own
-            if named:
-                found.append((frozenset(rest), frozenset(named)))
-    return found
-
-
-def support(answer: str, about: Iterable[Topic], passages: Iterable[str]) -> float:
+def support(answer: str, asked: Iterable[str], passages: Iterable[str]) -> float:
     """How well the best passage supports ``answer`` (0 to 1): over the ``passages``
-    (normalised text) that hold every content word of the answer, and over the topics
-    (:func:`topics`) whose names the passage all holds, the largest share of the topic's
-    content words the passage also holds (1 for a topic of names only). 0 when no passage
-    holds the answer."""
+    (normalised text) that hold at least :data:`ANSWER_HELD` of the answer's content words,
+    the largest share of the content words of an ``asked`` text (question, sub-question or
+    query; the answer's own words left out) that the passage also holds (1 for a text with
+    no other word). 0 when no passage holds the answer."""
     own = content_words(answer)
     if not own:
         return 0.0
-    wanted = [(content, named) for content, named in about if content or named]
+    wanted = [content_words(text) - own for text in asked]
     best = 0.0
     for text in passages:
         words = set(text.split())
-        if not own <= words:
+        if len(own & words) < ANSWER_HELD * len(own):
             continue
-        for content, named in wanted:
-            if named <= words:
-                best = max(best, len(content & words) / len(content) if content else 1.0)
+        for topic in wanted:
+            best = max(best, len(topic & words) / len(topic) if topic else 1.0)
     return best
 
 
@@ -187,10 +161,7 @@ def abstention(answer: str, state: Mapping[str, Any], mode: AbstainMode = "exemp
         if not any(words.intersection(text.split()) for text in passages):
             return "an answer that shares no content word with the passages read"
     if mode == "supported" and not _offered(answer, str(state.get("question") or "")):
-        bridges = [str(step.get("answer") or "") for step in state.get("steps") or []]
-        share = support(answer, topics(answer, _on_topic(state), bridges), passages)
-        if share < SUPPORT_SHARE:
-            return (
-                f"an answer no passage read supports (best support {share:.2f} < {SUPPORT_SHARE})"
-            )
+        share = support(answer, _on_topic(state), passages)
+        if share <= SUPPORT_SHARE:
+            return f"an answer no passage read supports (best support {share:.2f} of 1)"
     return None
