@@ -131,9 +131,7 @@ def _chroma(name: str) -> Chroma:
     client = chromadb.EphemeralClient()
     with contextlib.suppress(Exception):  # a collection of that name from an earlier run
         client.delete_collection(name)
-    return Chroma(
-        collection_name=name, embedding_function=WordsEmbedding(), client=client
-    )
+    return Chroma(collection_name=name, embedding_function=WordsEmbedding(), client=client)
 
 
 def _closed_port() -> int:
