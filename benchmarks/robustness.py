@@ -1143,7 +1143,7 @@ def dev_cover_em(paths: list[Path]) -> dict[str, Any]:
         first = rows[0] if rows else {}
         return {
             "run": name,
-            "dataset": first.get("dataset"),
+            "dataset": "+".join(sorted({str(r.get("dataset")) for r in rows})) or None,
             "strategy": first.get("strategy"),
             "n": len(rows),
             "cover_em_without_check": round(100 * sum(before) / max(len(rows), 1), 1),
@@ -1161,11 +1161,16 @@ def dev_cover_em(paths: list[Path]) -> dict[str, Any]:
         per_file.append(
             (f"{path.parent.name}/{path.name}", [r for r in rows if not r.get("error")])
         )
-    pooled = [row for _, rows in per_file for row in rows]
+    strategies = sorted({str(rows[0].get("strategy")) for _, rows in per_file if rows})
+    pooled = []
+    for strategy in strategies:
+        runs = [rows for _, rows in per_file if rows and rows[0].get("strategy") == strategy]
+        if len(runs) > 1:
+            pooled.append(summary("pooled", [row for rows in runs for row in rows]))
     return {
         "files": [str(p) for p in paths],
         "rows": [summary(name, rows) for name, rows in per_file],
-        "pooled": summary("pooled", pooled) if len(per_file) > 1 else None,
+        "pooled": pooled,
     }
 
 
@@ -1649,7 +1654,7 @@ def _abstention_lines(data: dict[str, Any]) -> list[str]:
             "| Δ [95% CI] | replaced |",
             "|---|---|---|---:|---:|---:|---:|---:|",
         ]
-        for row in [*dev["rows"], *([dev["pooled"]] if dev.get("pooled") else [])]:
+        for row in [*dev["rows"], *(dev.get("pooled") or [])]:
             ci = row.get("ci95")
             delta = f"{row['delta']:+.1f} [{ci[0]:+.1f}, {ci[1]:+.1f}]" if ci else "n/a"
             lines.append(
@@ -1657,6 +1662,18 @@ def _abstention_lines(data: dict[str, Any]) -> list[str]:
                 f"{row['cover_em_without_check']} | {row['cover_em']} | {delta} | "
                 f"{row['replaced']} |"
             )
+        from rag_complexity_agents.config.pipelines import DEFAULT_PIPELINE
+
+        default = [r for r in dev.get("pooled") or [] if r["strategy"] == DEFAULT_PIPELINE]
+        if default and default[0].get("delta") is not None:
+            row = default[0]
+            verdict = "met" if row["delta"] >= -1.0 else "missed"
+            lines += [
+                "",
+                f"Target (the default pipeline `{DEFAULT_PIPELINE}`, pooled, the check costs at "
+                f"most 1 point): **{verdict}**, {row['delta']:+.1f} points over {row['n']} "
+                f"questions ({round(-row['delta'] * row['n'] / 100)} right answers lost).",
+            ]
     return lines
 
 
@@ -1871,8 +1888,8 @@ def main() -> None:
     parser.add_argument(
         "--parts",
         default=",".join(PARTS),
-        help="comma-separated parts to measure (default: all); the others keep their values "
-        "in an existing robustness.json",
+        help="comma-separated parts to measure (default: all; '' for none, e.g. with "
+        "--dev-runs); the others keep their values in an existing robustness.json",
     )
     parser.add_argument(
         "--questions",

@@ -235,7 +235,7 @@ def test_the_benchmark_scores_dev_runs_with_and_without_the_check(
     for path in paths:
         path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     dev = robustness.dev_cover_em(paths)
-    row, pooled = dev["rows"][0], dev["pooled"]
+    row, (pooled,) = dev["rows"][0], dev["pooled"]
     assert (row["n"], row["cover_em_without_check"], row["cover_em"], row["replaced"]) == (
         2,
         100.0,
