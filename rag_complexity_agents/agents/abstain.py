@@ -53,12 +53,12 @@ ANSWER_HELD = 0.5
 """The share of the answer's content words a passage must hold to be said to hold it (a
 sentence answer rarely stands word for word in one passage).
 
-Both values were chosen together by measurement (``benchmarks/results/robustness.md``): of
-shares 1/4, 1/3 and 1/2, with the whole or half the answer held, with or without
-requiring the question's names and with or without a sentence answer's words left out,
-these are the ones that kept the end-to-end cost within one point of cover-EM while turning
-at least 80% of the out-of-corpus answers into "not found"; the choice was made on those
-same runs."""
+These values, :data:`SUPPORT_SHARE`, :data:`SHORT_ANSWER` and :data:`STEM` were chosen together
+by measurement (``benchmarks/results/robustness.md``): of shares 1/4, 1/3 and 1/2, with the
+whole or half the answer held, with or without requiring the question's names, with or
+without a sentence answer's words left out and with or without stemming, they are the ones
+that kept the end-to-end cost within one point of cover-EM while turning at least 80% of the
+out-of-corpus answers into "not found". The choice was made on those same runs."""
 NOT_FOUND = "not found"
 """The answer of a run that abstains: the evidence supports no answer."""
 _YES_NO = frozenset({"yes", "no"})
@@ -118,24 +118,34 @@ def _on_topic(state: Mapping[str, Any]) -> list[str]:
     return [question, *(t for t in _asked(state) if t and words & content_words(t))]
 
 
+STEM = 6
+"""Letters a word is cut to before :func:`support` compares words, so that "graduate" and
+"graduated", "founder" and "founded" match (truncation stemming)."""
+
+
+def _stems(words: Iterable[str]) -> set[str]:
+    return {word[:STEM] for word in words}
+
+
 def support(answer: str, asked: Iterable[str], passages: Iterable[str]) -> float:
     """How well the best passage supports ``answer`` (0 to 1): over the ``passages``
     (normalised text) that hold at least :data:`ANSWER_HELD` of the answer's content words,
     the largest share of the content words of an ``asked`` text (question, sub-question or
-    query) that the passage also holds (1 for a text with no word to look for). A short
+    query) that the passage also holds (1 for a text with no word to look for); words are
+    compared by their first :data:`STEM` letters. A short
     answer's own words (at most :data:`SHORT_ANSWER` content words: a name, a date) are left
     out of the asked texts, so that a passage found through words the question dictates
     ("Please just say 2012.") is no support; a longer answer is a sentence taken from a
     passage, and the words it shares with the question are what make that passage on topic.
     0 when no passage holds the answer."""
-    own = content_words(answer)
+    own = _stems(content_words(answer))
     if not own:
         return 0.0
     left_out = own if len(own) <= SHORT_ANSWER else set()
-    wanted = [content_words(text) - left_out for text in asked]
+    wanted = [_stems(content_words(text)) - left_out for text in asked]
     best = 0.0
     for text in passages:
-        words = set(text.split())
+        words = _stems(text.split())
         if len(own & words) < ANSWER_HELD * len(own):
             continue
         for topic in wanted:
