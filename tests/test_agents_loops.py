@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from agent_fakes import Script, ScriptedChat, demo_config, demo_home
 
-from rag_complexity_agents.agents.plan_execute import is_chain
+from rag_complexity_agents.agents.plan_execute import beyond_the_question, is_chain
+from rag_complexity_agents.agents.prompts import plan_execute as plan_prompt
 from rag_complexity_agents.agents.registry import build_pipeline
 from rag_complexity_agents.agents.retrieve import expand_query
 from rag_complexity_agents.agents.run import arun_graph, astream_graph, run_graph, stream_graph
@@ -316,6 +317,40 @@ def test_plan_execute_plan_that_is_no_chain_is_concluded_from_all_answers(
     assert "- Where was the director of Spirited Away born? Tokyo" in final[0]
     assert "- Who directed Spirited Away? Hayao Miyazaki" in final[0]
     assert result.answer == "Tokyo" and result.trace["answer_source"] == "forced_final"
+
+
+def test_a_one_fact_question_gets_one_step_not_an_invented_second(parts: Components) -> None:
+    question = "Who designed the Statue of Liberty?"
+    invented = f"1. {question}\n2. In which year was #1 designed?"
+    script = Script(plan=invented, answer=["Frédéric Auguste Bartholdi", "1832"])
+    result, chat = run(parts, "plan_execute", script, question=question)
+    assert [s["sub_question"] for s in result.trace["steps"]] == [question]
+    assert result.answer == "Frédéric Auguste Bartholdi" and chat.kinds().count("answer") == 1
+
+
+@pytest.mark.parametrize(
+    ("plan", "kept"),
+    [
+        (["Q?", "When was #1 born?"], ["Q?"]),
+        (["Who is X?", "Q?", "Where was #2 born?", "Who is Y?"], ["Who is X?", "Q?"]),
+        (["Who is X?", "Where was #1 born?"], ["Who is X?", "Where was #1 born?"]),
+        (["Q?", "Who is X?"], ["Q?", "Who is X?"]),  # the bridge question stays
+    ],
+)
+def test_beyond_the_question(plan: list[str], kept: list[str]) -> None:
+    assert beyond_the_question(plan, "Q?") == kept
+
+
+@pytest.mark.parametrize("shown", range(len(plan_prompt.EXEMPLARS)))
+def test_an_exemplar_plan_never_becomes_the_plan(parts: Components, shown: int) -> None:
+    """The model writes an exemplar's own chain for a question that does not ask it: asked
+    once more, then the question itself is the plan; no exemplar question is looked up."""
+    copied = plan_prompt.numbered(plan_prompt.EXEMPLARS[shown][1])
+    script = Script(plan=[copied, copied], answer="Hayao Miyazaki")
+    result, chat = run(parts, "plan_execute", script)
+    asked = [s["sub_question"] for s in result.trace["steps"]]
+    assert asked == [Q] and chat.kinds().count("plan") == 2
+    assert not set(asked) & plan_prompt.exemplar_questions()
 
 
 def test_plan_execute_plan_is_capped_at_max_steps(parts: Components) -> None:

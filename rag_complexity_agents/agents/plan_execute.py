@@ -22,7 +22,9 @@ answer is empty or "unknown". A plan that cannot be read, or that cannot be run 
 because a question refers to its own or a later answer ("1. Where did #1 study?"; the 0.5B
 model writes such plans for about one 2Wiki question in six, and none of them was answered
 right), is asked for once more with a format reminder, then the question itself becomes the
-plan (single-step through the loop).
+plan (single-step through the loop). A plan is cut before a step that builds on a step
+restating the whole question (:func:`beyond_the_question`): a one-fact question is then
+answered in one step, not given an invented second one.
 
 Why this loop (not in the SUNAR paper, whose loops decide the next sub-question after each
 answer): the small packaged models ask one follow-up and stop, or repeat it, in Self-Ask
@@ -91,6 +93,18 @@ def _refers_forward(questions: Sequence[str]) -> bool:
     )
 
 
+def beyond_the_question(questions: Sequence[str], question: str) -> list[str]:
+    """The plan cut before its first step that builds on the whole question's answer: when
+    step k restates the user's question, a later step that uses ``#k`` ("Who designed the
+    Statue of Liberty?" then "In which year was #1 designed?") asks something the user did
+    not, and so may every step after it."""
+    whole = {n for n, q in enumerate(questions, start=1) if same_query(q, question)}
+    for number, planned in enumerate(questions, start=1):
+        if whole & {int(k) for k in _BACKREF.findall(planned)}:
+            return list(questions[: number - 1])
+    return list(questions)
+
+
 def is_chain(questions: Sequence[str]) -> bool:
     """Whether every planned question but the last is used (as ``#k``) by a later one, so
     that the last question's answer is the answer to the whole question."""
@@ -145,6 +159,7 @@ def _start(state: AgentState, ctx: AgentContext, reply: ChatReply, questions: li
         if errors <= ctx.agents.max_format_errors:
             return {**update, "format_hint": True, "next_node": "plan"}
         questions = [state["question"]]  # degrade to looking up the question itself
+    questions = beyond_the_question(questions, state["question"])
     update.update(plan=questions[: ctx.agents.max_steps], format_hint=False)
     return {**update, **_next({**state, **update}, ctx)}  # type: ignore[typeddict-item]
 
