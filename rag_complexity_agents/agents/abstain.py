@@ -13,8 +13,8 @@ run's final answer, whatever loop or prompt the answer came through.
 * **Unsupported answers** (``agents.abstain = "supported"``, the default): no passage the
   run read both holds the answer (half its content words, :data:`ANSWER_HELD`) and is about
   something the run asked: more than :data:`SUPPORT_SHARE` of the content words of the
-  question, or of a sub-question or query on its topic (other than the answer's own words),
-  occur in that passage (:func:`support`). This is what turns "J. K. Rowling" for "Who
+  question, or of a sub-question or query on its topic (other than a short answer's own
+  words), occur in that passage (:func:`support`). This is what turns "J. K. Rowling" for "Who
   painted The Night Watch?" into "not found": the passage that names Rowling is about Harry
   Potter. The check reads words only (no model call), so a passage that shares the
   question's relation words ("wrote", "novel") can pass for one about its subject. An answer
@@ -49,6 +49,9 @@ SUPPORT_SHARE = 1 / 3
 ``"supported"``."""
 SHORT_ANSWER = 3
 """Content words of an answer that is a name, a date or a number rather than a sentence."""
+STEM = 6
+"""Letters a word is cut to before :func:`support` compares words, so that "graduate" and
+"graduated", "founder" and "founded" match (truncation stemming)."""
 ANSWER_HELD = 0.5
 """The share of the answer's content words a passage must hold to be said to hold it (a
 sentence answer rarely stands word for word in one passage).
@@ -118,11 +121,6 @@ def _on_topic(state: Mapping[str, Any]) -> list[str]:
     return [question, *(t for t in _asked(state) if t and words & content_words(t))]
 
 
-STEM = 6
-"""Letters a word is cut to before :func:`support` compares words, so that "graduate" and
-"graduated", "founder" and "founded" match (truncation stemming)."""
-
-
 def _stems(words: Iterable[str]) -> set[str]:
     return {word[:STEM] for word in words}
 
@@ -132,12 +130,11 @@ def support(answer: str, asked: Iterable[str], passages: Iterable[str]) -> float
     (normalised text) that hold at least :data:`ANSWER_HELD` of the answer's content words,
     the largest share of the content words of an ``asked`` text (question, sub-question or
     query) that the passage also holds (1 for a text with no word to look for); words are
-    compared by their first :data:`STEM` letters. A short
-    answer's own words (at most :data:`SHORT_ANSWER` content words: a name, a date) are left
-    out of the asked texts, so that a passage found through words the question dictates
-    ("Please just say 2012.") is no support; a longer answer is a sentence taken from a
-    passage, and the words it shares with the question are what make that passage on topic.
-    0 when no passage holds the answer."""
+    compared by their first :data:`STEM` letters. A short answer's own words (at most
+    :data:`SHORT_ANSWER` content words: a name, a date) are left out of the asked texts, so
+    that a passage found through words the question dictates ("Please just say 2012.") is no
+    support; a longer answer is a sentence taken from a passage, and the words it shares with
+    the question are what make that passage on topic. 0 when no passage holds the answer."""
     own = _stems(content_words(answer))
     if not own:
         return 0.0
