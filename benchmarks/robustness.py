@@ -1000,18 +1000,14 @@ def _answered(rows: list[dict[str, Any]], mode: str) -> dict[str, Any]:
     """Cover-EM (right answers) of answerable ``rows`` under ``mode`` and without a check."""
     from rag_complexity_agents.eval.metrics import cover_em
 
-    def right(key: str) -> int:
-        return sum(
-            int(
-                cover_em(
-                    r["answers"][key]["answer"] if key != "unchecked" else r["unchecked"]["answer"],
-                    r["gold"],
-                )
-            )
-            for r in rows
-        )
+    def right(answers: list[str]) -> int:
+        return sum(int(cover_em(a, r["gold"])) for a, r in zip(answers, rows, strict=True))
 
-    return {"questions": len(rows), "right": right(mode), "right_unchecked": right("unchecked")}
+    return {
+        "questions": len(rows),
+        "right": right([r["answers"][mode]["answer"] for r in rows]),
+        "right_unchecked": right([r["unchecked"]["answer"] for r in rows]),
+    }
 
 
 def _chat_name(cfg: Any) -> str:
