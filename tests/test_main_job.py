@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from rag_complexity_agents.agents.structured import weaker_model_note
 from rag_complexity_agents.cli import app
 from rag_complexity_agents.corpus.demo import load_demo_questions
 from rag_complexity_agents.text import normalize_answer
@@ -36,6 +37,7 @@ def test_index_demo_then_ask_with_the_packaged_model(
     payload = json.loads(result.output[result.output.index("{") :])
     trace = payload["trace"]
     assert trace["llm_calls"] == 1 and trace["input_tokens"] > 100
+    assert trace["notes"].count(weaker_model_note()) == 1  # the packaged 0.5B says so once
     evidence_docs = [e["doc_id"] for e in trace["evidence"]]
     assert set(question["supporting_ids"]) <= set(evidence_docs)
     answer = normalize_answer(payload["answer"])

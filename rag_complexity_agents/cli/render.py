@@ -85,6 +85,11 @@ def print_trace(question: str, answer: str, trace: dict[str, Any]) -> None:
         reasoning = " ".join(str(mer.get("output", "")).split())
         typer.echo(f"  output: {reasoning[:300]}{'…' if len(reasoning) > 300 else ''}")
         typer.echo(f"  answer: {mer.get('answer') or '—'} ({mer.get('extraction')})")
+    notes = trace.get("notes") or []
+    if notes:
+        typer.secho("\nNotes:", bold=True)
+        for note in notes:
+            typer.echo(f"  - {note}")
     typer.echo(
         f"\nstopped: {trace.get('stop_reason')} · {trace.get('llm_calls')} LLM calls "
         f"({trace.get('asu_samples', 0)} ASU samples) · {trace.get('retrieval_calls')} "
