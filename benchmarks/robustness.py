@@ -1209,7 +1209,8 @@ def _post(url: str, body: dict[str, Any], timeout: float) -> tuple[int, Any]:
         return exc.code, exc.read().decode(errors="replace")[:500]
 
 
-def _tree_rss_mb(pid: int) -> float:
+def _tree_sum(pid: int, measure: Callable[[Any], float]) -> float:
+    """``measure`` (of a psutil process) summed over ``pid`` and its children; 0 when gone."""
     import psutil
 
     try:
@@ -1217,13 +1218,17 @@ def _tree_rss_mb(pid: int) -> float:
         procs = [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
         return 0.0
-    total = 0
+    total = 0.0
     for proc in procs:
         try:
-            total += proc.memory_info().rss
+            total += measure(proc)
         except psutil.NoSuchProcess:
             continue
-    return total / 2**20
+    return total
+
+
+def _tree_rss_mb(pid: int) -> float:
+    return _tree_sum(pid, lambda proc: proc.memory_info().rss) / 2**20
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -1474,21 +1479,7 @@ def _refused(payload: Any, word: str) -> bool:
 
 def _tree_cpu_s(pid: int) -> float:
     """CPU seconds the process ``pid`` and its children used so far."""
-    import psutil
-
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0.0
-    total = 0.0
-    for proc in procs:
-        try:
-            times = proc.cpu_times()
-            total += times.user + times.system
-        except psutil.NoSuchProcess:
-            continue
-    return total
+    return _tree_sum(pid, lambda proc: sum(proc.cpu_times()[:2]))  # user + system
 
 
 def _cancel_long_run(url: str, pid: int, alone_s: float) -> dict[str, Any]:
