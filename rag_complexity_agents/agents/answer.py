@@ -4,7 +4,7 @@ choice of the run's final answer."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..config.pipelines import NAR_STRATEGIES
@@ -13,6 +13,7 @@ from ..models.schemas import ShortAnswer
 from ..models.structured import record_format_failure
 from ..retrieval.mer import DEFAULT_EXEMPLARS, MetaEvidenceReasoner, collect_evidence
 from ..text import as_text, cover_em, normalize_answer
+from ..types import ScoredDoc
 from .abstain import NOT_FOUND, AbstainMode, abstention
 from .context import AgentContext
 from .prompts import no_retrieval
@@ -75,11 +76,38 @@ def supported(answer: str, state: AgentState, ctx: AgentContext) -> bool:
         return False
     if norm in YES_NO:
         return True
-    for step in steps_of(state):
-        for doc in shown_docs(ctx, state, int(step.get("index", 0))):
-            if cover_em(f"{doc.get('title') or ''} {doc.get('text') or ''}", answer):
-                return True
-    return False
+    return any(
+        held_by(answer, shown_docs(ctx, state, int(step.get("index", 0))))
+        for step in steps_of(state)
+    )
+
+
+def held_by(answer: str, docs: Sequence[DocRecord]) -> bool:
+    """Whether ``answer`` occurs as a whole run of tokens in the title or text of a passage."""
+    return any(cover_em(f"{d.get('title') or ''} {d.get('text') or ''}", answer) for d in docs)
+
+
+def step_query(state: AgentState, step: int) -> str:
+    """What ``step`` is answered for: its ``query`` when it has one (e.g. with the bridge
+    entity added), else its sub-question, else the pending query or the question."""
+    return (
+        _step_query(state, step)
+        or sub_question(state, step)
+        or state.get("pending_query", state["question"])
+    )
+
+
+def answer_messages(
+    ctx: AgentContext, query: str, docs: Sequence[ScoredDoc], *, ruled_out: str = ""
+) -> list[tuple[str, str]]:
+    """The prompt that answers ``query`` from ``docs`` (the single-step prompt), or from the
+    model alone when there are none (the no-retrieval prompt)."""
+    if not docs:
+        return [("system", no_retrieval.SYSTEM), ("human", no_retrieval.user_message(query))]
+    message = single_step_prompt.user_message(
+        query, docs, max_chars=ctx.config.answer.passage_chars, ruled_out=ruled_out
+    )
+    return [("system", single_step_prompt.SYSTEM), ("human", message)]
 
 
 def answer_from_evidence(
@@ -89,25 +117,14 @@ def answer_from_evidence(
     ``step`` (its ``query`` when it has one, e.g. with the bridge entity added) from the
     passages of :func:`shown_docs`: the single-step prompt, or the no-retrieval prompt without
     evidence; a :class:`~.structured.ShortAnswer` when the model gives structured output."""
-    sub = (
-        _step_query(state, step)
-        or sub_question(state, step)
-        or state.get("pending_query", state["question"])
-    )
+    sub = step_query(state, step)
     docs = [doc_from_record(d) for d in shown_docs(ctx, state, step)]
 
     def ask(counted: AgentState, ruled_out: str = "") -> tuple[ChatReply, str, Update]:
-        if docs:
-            message = single_step_prompt.user_message(
-                sub, docs, max_chars=ctx.config.answer.passage_chars, ruled_out=ruled_out
-            )
-            messages = [("system", single_step_prompt.SYSTEM), ("human", message)]
-        else:
-            messages = [("system", no_retrieval.SYSTEM), ("human", no_retrieval.user_message(sub))]
         obj, reply, update = ask_step(
             ctx,
             counted,
-            messages,
+            answer_messages(ctx, sub, docs, ruled_out=ruled_out),
             kind="sub_answer",
             max_tokens=ctx.agents.answer_max_tokens,
             stop=["\n\n"],

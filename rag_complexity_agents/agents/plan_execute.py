@@ -40,16 +40,19 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..models.calls import ChatReply
+from ..models.calls import ChatReply, sample_answers
+from ..models.llamacpp import LlamaCppChatModel
 from ..models.schemas import ShortAnswer, SubQuestionPlan
 from ..text import normalize_answer
-from .answer import answer_sub
+from .answer import answer_messages, answer_sub, held_by, shown_docs, step_query
 from .context import AgentContext
 from .parsers import clean_answer, clean_query, parse_plan
 from .prompts import plan_execute as prompt
 from .retrieve import UNANSWERED
-from .state import AgentState
-from .steps import Update, ask, reasoning_path, same_query, step_limit, steps_of
+from .single_step import extract_short_answer
+from .state import AgentState, doc_from_record, merge_steps
+from .steps import Update, ask, costs, reasoning_path, same_query, step_limit, steps_of
+from .votes import VOTE_TEMPERATURE, vote
 from .wiring import Loop, Think, has_answer
 
 LOOP = "plan_execute"
@@ -110,6 +113,48 @@ def is_chain(questions: Sequence[str]) -> bool:
     that the last question's answer is the answer to the whole question."""
     used = {int(k) for q in questions for k in _BACKREF.findall(q)}
     return all(number in used for number in range(1, len(questions)))
+
+
+def is_bridge(questions: Sequence[str], index: int) -> bool:
+    """Whether the answer of planned question ``index`` (0-based) is used by a later one."""
+    return any(int(k) == index + 1 for q in questions[index + 1 :] for k in _BACKREF.findall(q))
+
+
+def _answer(state: AgentState, ctx: AgentContext) -> Update:
+    """Answer the pending step (:func:`~.answer.answer_sub`); a bridge step
+    (:func:`is_bridge`) with ``agents.bridge_votes`` = m > 1 then keeps the answer of the
+    vote over its greedy answer and m − 1 samples (:mod:`.votes`): one prompt evaluation
+    on llama.cpp, m − 1 calls on other models."""
+    update = answer_sub(state, ctx)
+    step = int(state.get("pending_step", 0))
+    m = ctx.agents.bridge_votes
+    if m < 2 or not is_bridge(state.get("plan") or [], step):
+        return update
+    after: AgentState = {**state, **update}  # type: ignore[typeddict-item]
+    if step_limit(after, ctx):  # the run's budget is spent: the greedy answer stands
+        return update
+    greedy = next(str(s.get("answer") or "") for s in steps_of(after) if s.get("index") == step)
+    records = shown_docs(ctx, after, step)
+    messages = answer_messages(ctx, step_query(after, step), [doc_from_record(d) for d in records])
+    samples = sample_answers(
+        ctx.chat,
+        messages,
+        m - 1,
+        temperature=VOTE_TEMPERATURE,
+        seed=1000 * (step + 1),
+        max_tokens=ctx.agents.answer_max_tokens,
+    )
+    outcome = vote(
+        [greedy, *(extract_short_answer(s) for s in samples)],
+        lambda a, b: ctx.parts.equivalence.equivalent(a, b, question=step_query(after, step)),
+        lambda a: held_by(a, records),
+    )
+    record = {"index": step, "answer": outcome.answer, "vote": outcome.to_dict()}
+    return {
+        **update,
+        "steps": merge_steps(steps_of(after), [record]),  # type: ignore[list-item]
+        **costs(after, llm_calls=1 if isinstance(ctx.chat, LlamaCppChatModel) else m - 1),
+    }
 
 
 def _next(state: AgentState, ctx: AgentContext) -> Update:
@@ -196,7 +241,7 @@ PLAN_EXECUTE = Loop(
             convert=_from_plan,
             failed=lambda questions: not questions,
         ),
-        "answer_sub": answer_sub,
+        "answer_sub": _answer,
         "next": _next,
         "conclude": Think(
             _final_messages,

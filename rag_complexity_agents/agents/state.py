@@ -96,6 +96,7 @@ class Step(TypedDict, total=False):
     action: str
     observation: str
     status: str  # SearChain: proposed | verified | corrected | filled
+    vote: dict[str, Any]  # plan-and-execute's bridge vote (agents/votes.py)
 
 
 class ChainNodeState(TypedDict, total=False):

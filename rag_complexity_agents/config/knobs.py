@@ -52,6 +52,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("passages", "answer.passages", _ALWAYS, symbol="k"),
     Knob("sub_passages", "answer.sub_passages", frozenset({"loop"})),
     Knob("max_steps", "agents.max_steps", frozenset({"loop"})),
+    Knob("bridge_votes", "agents.bridge_votes", frozenset({"loop"})),
     Knob("first_stage_k", "retrieval.first_stage_k", frozenset({"nar"})),
     Knob("batch_size", "nar.b", frozenset({"nar"}), symbol="b"),
     Knob("budget", "nar.c", frozenset({"nar"}), symbol="c"),
@@ -85,6 +86,7 @@ class KnobValues(RetrieverKnobValues, total=False):
     k: int | None
     sub_passages: int | None
     max_steps: int | None
+    bridge_votes: int | None
     evidence: int | None
     l: int | None  # noqa: E741 - the paper's symbol
 

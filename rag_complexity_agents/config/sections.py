@@ -372,6 +372,16 @@ class AgentsConfig(BaseModel):
         "answer (the bridge entity) is retrieved for and answered with it added. Not in the "
         "paper (on by default).",
     )
+    bridge_votes: int = Field(
+        1,
+        ge=1,
+        le=20,
+        description="Plan-and-execute: a step whose answer a later step uses (the bridge) "
+        "keeps the answer most of m answers agree on: its greedy answer and m - 1 samples of "
+        "the same prompt, clustered as ASU clusters them, preferring answers a passage it "
+        "read holds (agents/votes.py). 1: the greedy answer alone. Not in the paper "
+        "(self-consistency voting with ASU's clusters).",
+    )
     fresh_evidence: bool = Field(
         False,
         description="Later steps are answered from the passages no earlier step was answered "

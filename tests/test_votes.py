@@ -1,0 +1,107 @@
+"""Bridge votes: the pure choice (agents/votes.py) and plan-and-execute's vote over the real
+demo collection with a scripted chat model (control flow)."""
+
+from __future__ import annotations
+
+import pytest
+from agent_fakes import Script, ScriptedChat, demo_config, demo_home
+
+from rag_complexity_agents.agents.context import derive_components
+from rag_complexity_agents.agents.plan_execute import is_bridge
+from rag_complexity_agents.agents.registry import build_pipeline
+from rag_complexity_agents.agents.run import run_graph
+from rag_complexity_agents.agents.votes import vote
+from rag_complexity_agents.components import Components
+from rag_complexity_agents.models.equivalence import LexicalEquivalence
+
+SAME = LexicalEquivalence().equivalent
+
+
+def held(*names: str):  # type: ignore[no-untyped-def]
+    return lambda answer: answer in names
+
+
+def test_the_largest_cluster_wins_and_one_of_its_members_is_the_answer() -> None:
+    v = vote(["Toshio Suzuki", "Hayao Miyazaki", "Miyazaki"], SAME, held("Hayao Miyazaki"))
+    assert v.answer == "Hayao Miyazaki" and v.clusters == [[0], [1, 2]] and v.kept == 1
+    assert v.grounded == [False, True, False]
+
+
+def test_a_grounded_cluster_beats_a_larger_ungrounded_one() -> None:
+    v = vote(["Osaka, I think", "Osaka, I think", "Tokyo"], SAME, held("Tokyo"))
+    assert v.answer == "Tokyo" and v.kept == 1
+
+
+def test_a_sentence_gives_way_to_the_name_of_its_cluster_a_passage_holds() -> None:
+    v = vote(["He was born in Tokyo in 1941", "Tokyo"], SAME, held("Tokyo"))
+    assert v.answer == "Tokyo" and v.clusters == [[0, 1]]
+
+
+def test_ties_go_to_the_greedy_answer() -> None:
+    assert vote(["Paris", "Lyon"], SAME, held("Paris", "Lyon")).answer == "Paris"
+    assert vote(["Paris", "Lyon", "Lyon", "Paris"], SAME, held()).answer == "Paris"
+
+
+def test_unknown_answers_do_not_vote() -> None:
+    v = vote(["unknown", "Lyon", "not found"], SAME, held())
+    assert v.answer == "Lyon" and v.clusters == [[1]]
+    nothing = vote(["unknown", "", "none"], SAME, held())
+    assert nothing.answer == "unknown" and nothing.kept is None and nothing.clusters == []
+
+
+@pytest.mark.parametrize(
+    ("plan", "index", "bridge"),
+    [
+        (["Who directed Jaws?", "Where was #1 born?"], 0, True),
+        (["Who directed Jaws?", "Where was #1 born?"], 1, False),
+        (["Who directed Jaws?", "Who wrote Jaws?", "Were #1 and #2 the same?"], 1, True),
+        (["Who directed Jaws?", "Who wrote Jaws?"], 0, False),
+    ],
+)
+def test_is_bridge(plan: list[str], index: int, bridge: bool) -> None:
+    assert is_bridge(plan, index) is bridge
+
+
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory: pytest.TempPathFactory) -> Components:
+    return Components(demo_config(demo_home(tmp_path_factory.getbasetemp())))
+
+
+def _run(parts: Components, votes: int) -> tuple[dict, ScriptedChat]:  # type: ignore[type-arg]
+    answers = ["Toshio Suzuki", "Hayao Miyazaki", "Hayao Miyazaki", "Toshio Suzuki", "Miyazaki"]
+    chat = ScriptedChat(  # no one-prompt sampling: the m - 1 samples are separate calls
+        script=Script(
+            plan="1. Who directed Spirited Away?\n2. Where was #1 born?",
+            answer=[*answers[: 1 if votes == 1 else votes], "Tokyo, Japan"],
+        )
+    )
+    cfg = demo_config(parts.config.corpus.home, agents={"max_steps": 3, "bridge_votes": votes})
+    derived = derive_components(parts, cfg)
+    derived.chat = chat  # type: ignore[misc]
+    graph = build_pipeline("plan_execute", cfg, components=derived)
+    result = run_graph(graph, "In which country was the director of Spirited Away born?")
+    return result.trace, chat
+
+
+def test_a_bridge_is_voted_on_and_the_next_step_uses_the_winner(parts: Components) -> None:
+    trace, chat = _run(parts, votes=5)
+    first, second = trace["steps"]
+    assert first["vote"]["answers"] == [
+        "Toshio Suzuki",
+        "Hayao Miyazaki",
+        "Hayao Miyazaki",
+        "Toshio Suzuki",
+        "Miyazaki",
+    ]
+    assert first["answer"] == "Hayao Miyazaki" and first["vote"]["clusters"] == [[0, 3], [1, 2, 4]]
+    assert second["sub_question"] == "Where was Hayao Miyazaki born?"
+    assert "vote" not in second  # the last step is nobody's bridge
+    samples = [c for c in chat.calls if c["kind"] == "answer"][1:-1]
+    assert len(samples) == 4 and all(c["temperature"] == 0.7 for c in samples)
+    assert trace["llm_calls"] == 7  # plan, two answers, four samples
+
+
+def test_one_vote_is_the_greedy_answer_alone(parts: Components) -> None:
+    trace, chat = _run(parts, votes=1)
+    assert trace["steps"][0]["answer"] == "Toshio Suzuki" and "vote" not in trace["steps"][0]
+    assert chat.kinds().count("answer") == 2
