@@ -14,6 +14,7 @@ setup:
 	@scripts/bootstrap.sh
 
 demo: setup
+	$(VENV)/bin/uv pip install -q --python $(VENV)/bin/python -e '.[qwen15b]'
 	$(RCA) index --demo --quiet
 	$(RCA) ask "$(DEMO_QUESTION)"
 

@@ -68,6 +68,7 @@ from typing import Any, Literal
 
 from _common import ANALYSIS_END, ANALYSIS_START, REPO, machine, read_analysis
 
+from rag_complexity_agents.agents.plan_execute import is_bridge
 from rag_complexity_agents.config import Config, default_home
 from rag_complexity_agents.corpus.store import CorpusStore
 from rag_complexity_agents.errors import RCAError
@@ -124,7 +125,11 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
     "self_ask_nar": ("Self-Ask + NAR", _NAR),
     "self_ask_sunar": ("Self-Ask + SUNAR", _SUNAR),
     "self_ask_sunar_mer": ("Self-Ask + SUNAR + MER", _MER),
-    "plan_execute": ("Plan-and-execute", _RETRIEVAL),
+    "plan_execute": ("Plan-and-execute", (*_RETRIEVAL, "agents.bridge_votes")),
+    "plan_execute_greedy": (
+        "Plan-and-execute, greedy bridges (the previous default)",
+        (*_RETRIEVAL, "agents.bridge_votes"),
+    ),
     "plan_execute_nar": ("Plan-and-execute + NAR", _NAR),
     "plan_execute_sunar": ("Plan-and-execute + SUNAR", _SUNAR),
     "llamaindex_subquestion": ("Peer: LlamaIndex SubQuestionQueryEngine", _RETRIEVAL),
@@ -132,6 +137,11 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
         "Peer: LangGraph create_react_agent",
         (*_RETRIEVAL, "agents.max_steps"),
     ),
+}
+#: Rows that run a registered strategy with settings of their own: name → (strategy, the
+#: config overrides). The previous default and the ablations of the default's parts.
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "plan_execute_greedy": ("plan_execute", {"agents.bridge_votes": 1}),
 }
 CEILINGS = ("gold_evidence", "gold_decomposition", "gold_bridges")
 ABLATIONS = ("no_retrieval", "self_ask_nar", "self_ask_sunar", "self_ask_sunar_mer")
@@ -289,6 +299,26 @@ def first_hop(
     return {"n": counted, "right": right, "final_right_when_first_hop_right": final_given_right}
 
 
+def bridge_hops(
+    lines: Sequence[dict[str, Any]], records: dict[str, QARecord]
+) -> dict[str, Any] | None:
+    """How many of a plan's bridge answers (a step whose answer a later step uses as ``#k``)
+    cover one of the dataset's intermediate answers (MuSiQue's decomposition, all hops but
+    the last). None for rows without planned steps or datasets without a decomposition."""
+    right = counted = 0
+    for line in lines:
+        record, steps = records.get(line["id"]), (line.get("trace") or {}).get("steps") or []
+        if record is None or len(record.decomposition) < 2:
+            continue
+        plan = [str(s.get("planned") or s.get("sub_question") or "") for s in steps]
+        golds = [a for hop in record.decomposition[:-1] for a in hop.answers]
+        for index, step in enumerate(steps):
+            if is_bridge(plan, index):
+                counted += 1
+                right += int(cover_em(str(step.get("answer") or ""), golds) > 0)
+    return {"n": counted, "right": right} if counted else None
+
+
 def result_row(planned: Planned, lines: list[dict[str, Any]], config: Config) -> dict[str, Any]:
     """The JSON row of one plan row from its finished run-file lines."""
     summary = summarize(lines, run=f"{planned.dataset}/{planned.strategy}")
@@ -349,6 +379,66 @@ def attach_comparisons(
             row["vs_best_loop"] = paired(lines[index], baseline(row, best_loop))
 
 
+def pooled_comparisons(
+    rows: Sequence[dict[str, Any]], lines: dict[int, list[dict[str, Any]]], best_loop: str | None
+) -> list[dict[str, Any]]:
+    """The best loop against every other non-ceiling strategy of the same model, pooled over
+    both datasets (paired on the questions both answered, 268 when both rows are complete):
+    ``{"strategy", "vs", "model", "n", "delta", "ci_low", "ci_high"}``. Only strategies with
+    a row with per-question lines on every dataset take part."""
+
+    def pooled_lines(model: str, strategy: str) -> list[dict[str, Any]] | None:
+        found = [
+            lines[i]
+            for i, row in enumerate(rows)
+            if (row["model"], row["strategy"]) == (model, strategy) and i in lines
+        ]
+        return [line for part in found for line in part] if len(found) == len(DATASETS) else None
+
+    out: list[dict[str, Any]] = []
+    for model in dict.fromkeys(row["model"] for row in rows):
+        ours = pooled_lines(model, best_loop) if best_loop else None
+        if ours is None:
+            continue
+        others = dict.fromkeys(
+            r["strategy"]
+            for r in rows
+            if r["model"] == model and r["strategy"] not in (best_loop, *CEILINGS)
+        )
+        for other in others:
+            base = pooled_lines(model, other)
+            if base is None:
+                continue
+            comparison = paired(ours, base)
+            out.append(
+                {
+                    "strategy": best_loop,
+                    "vs": other,
+                    "model": model,
+                    "n": comparison["n"],
+                    "delta": comparison["delta"],
+                    "ci_low": comparison["ci_low"],
+                    "ci_high": comparison["ci_high"],
+                }
+            )
+    return out
+
+
+def _pooled_lines(result: dict[str, Any]) -> list[str]:
+    pooled = result.get("pooled") or []
+    if not pooled:
+        return []
+    return [
+        "",
+        f"Pooled over both datasets (paired on the questions both answered): "
+        f"`{result['best_loop']}` against",
+        "",
+        "| model | vs | n | Δ cover-EM [paired 95% CI] |",
+        "|---|---|---|---|",
+        *(f"| {_short_model(p['model'])} | {p['vs']} | {p['n']} | {_delta(p)} |" for p in pooled),
+    ]
+
+
 # --------------------------------------------------------------------------------------------
 # Markdown
 # --------------------------------------------------------------------------------------------
@@ -403,6 +493,28 @@ def _first_hop_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
         "| strategy | model | n | first hop right | final answer right of those |",
         "|---|---|---|---|---|",
         *table,
+        *_bridge_lines(rows),
+    ]
+
+
+def _bridge_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Bridge answers of plan-and-execute rows on MuSiQue (:func:`bridge_hops`)."""
+    table = [
+        f"| {row['label']} | {_short_model(row['model'])} | {hop['n']} | {hop['right']} "
+        f"({hop['right'] / hop['n'] * 100:.0f}%) |"
+        for row in rows
+        if (hop := row.get("bridge_hops")) and row["n"] >= ROLE_LIMITS["main"]
+    ]
+    if not table:
+        return []
+    return [
+        "",
+        "Bridge answers on MuSiQue (a planned step whose answer a later step uses covers one "
+        "of the dataset's intermediate answers):",
+        "",
+        "| strategy | model | bridge answers | right |",
+        "|---|---|---|---|",
+        *table,
     ]
 
 
@@ -453,6 +565,7 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         "",
         *_settings_lines(result["rows"]),
         *_first_hop_lines(result["rows"]),
+        *_pooled_lines(result),
     ]
     lines += [
         "",
@@ -623,6 +736,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     if args.limit is not None:
         plan = [replace(p, limit=min(p.limit, args.limit)) for p in plan]
     registered = {spec.name for spec in available_strategies()}
+    registered |= {name for name, (strategy, _) in VARIANTS.items() if strategy in registered}
     todo = [] if args.report_only else selected(plan, args)
     unknown = sorted({p.strategy for p in todo} - registered)
     if unknown:
@@ -643,12 +757,18 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
         spec: make_config(args, spec).with_overrides({"collection": collection})
         for spec in dict.fromkeys(p.model for p in plan)
     }
+
+    def config_of(planned: Planned) -> Config:
+        _, overrides = VARIANTS.get(planned.strategy, (planned.strategy, {}))
+        base = configs[planned.model]
+        return base.with_overrides(overrides) if overrides else base
+
     failed: list[str] = []
     for spec in dict.fromkeys(p.model for p in todo):
         config = configs[spec]
         parts = EvalComponents(config, llm_cache=open_llm_cache(config))
         for planned in (p for p in todo if p.model == spec):
-            out = run_file(args, config, planned)
+            out = run_file(args, config_of(planned), planned)
             print(
                 f"== {planned.dataset} × {planned.label} × {spec}: {planned.limit} questions "
                 f"→ {out}",
@@ -656,8 +776,8 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
             )
             try:
                 evaluate(
-                    config,
-                    planned.strategy,
+                    config_of(planned),
+                    VARIANTS.get(planned.strategy, (planned.strategy, {}))[0],
                     planned.dataset,
                     out=out,
                     limit=planned.limit,
@@ -677,7 +797,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
         if planned.strategy not in registered:  # e.g. a best loop not merged yet
             pending.append(_plan_entry(planned))
             continue
-        out = run_file(args, configs[planned.model], planned)
+        out = run_file(args, config_of(planned), planned)
         run_name = f"{out.parent.name}/{out.name}"
         wanted = {r.id for r in records[planned.dataset][: planned.limit]}
         lines = [line for line in read_run(out) if line["id"] in wanted] if out.is_file() else []
@@ -689,10 +809,13 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
                 pending.append(_plan_entry(planned))
             continue
         row_lines[len(rows)] = lines
-        row = result_row(planned, lines, configs[planned.model])
-        row["first_hop"] = first_hop(lines, {r.id: r for r in records[planned.dataset]})
+        row = result_row(planned, lines, config_of(planned))
+        by_id = {r.id: r for r in records[planned.dataset]}
+        row["first_hop"] = first_hop(lines, by_id)
+        row["bridge_hops"] = bridge_hops(lines, by_id)
         rows.append({**row, "run": run_name})
     attach_comparisons(rows, row_lines, best_loops[0] if best_loops else None)
+    pooled = pooled_comparisons(rows, row_lines, best_loops[0] if best_loops else None)
 
     command = " ".join(
         [
@@ -706,6 +829,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
         "best_loop": best_loops[0] if best_loops else None,
         "plan": [_plan_entry(p) for p in plan],
         "rows": rows,
+        "pooled": pooled,
         "pending": pending,
         "failed": failed,
         "corpus": corpus,

