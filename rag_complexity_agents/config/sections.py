@@ -225,8 +225,8 @@ class NARConfig(NARParams):
 
 class ASUConfig(BaseModel):
     """Answer Semantic Uncertainty (SUNAR §3.2): per NAR batch, sample m answers, cluster
-    them, divide the batch's min-max normalised scores by the number of clusters s (our
-    scale-free variant of the paper's division of each score by s)."""
+    them, penalise the batch by the number of clusters s (by default: its min-max normalised
+    scores divided by s, our deviation from the paper's division of each score by s)."""
 
     enabled: bool = Field(
         False, description="Re-score NAR batches by answer uncertainty (costs m LLM samples each)."
@@ -247,14 +247,16 @@ class ASUConfig(BaseModel):
         description="Each batch passage is cut to this many characters in the prompt (paper "
         "preset: 600).",
     )
-    rescore: Literal["batch", "multiplicative"] = Field(
+    rescore: Literal["batch", "multiplicative", "paper"] = Field(
         "batch",
-        description="Scale-free 1/s: 'batch' divides the batch's min-max normalised scores by s "
-        "(lo + (score - lo) / s, lo = the batch's lowest score: the same ranking for any "
-        "scorer scale); 'multiplicative' divides positive scores by s and multiplies negative "
-        "ones by s. Not in the paper: the default 'batch' (the paper divides each score by "
-        "s); it never lowers a batch's lowest document, and with b = 2 it can at most pull "
-        "the top document down to its partner's score.",
+        description="How s penalises a batch. 'batch' divides the batch's min-max normalised "
+        "scores by s (lo + (score - lo) / s, lo = the batch's lowest score: the same ranking "
+        "for any scorer scale); 'multiplicative' divides positive scores by s and multiplies "
+        "negative ones by s; 'paper' divides each score by s, the paper's rule (it depends on "
+        "the scorer's scale, and it raises a negative score). Not in the paper: the default "
+        "'batch', our deviation, not the paper's rule; it never lowers a batch's lowest "
+        "document, and with b = 2 it can at most pull the top document down to its "
+        "partner's score.",
     )
 
 
