@@ -47,7 +47,8 @@ class GradeConfig(BaseModel):
         ge=1,
         le=10,
         description="D_r quantile bins (paper: quartiles). Not in the paper: the bin edges are "
-        "quantiles over all questions, while the paper bins D_r within each hop level.",
+        "quantiles over all questions, while the paper bins D_r within each hop level "
+        "(difficulty_matrix(..., binning='per_hop') bins the paper's way).",
     )
     metric: str = Field(
         "acc",
