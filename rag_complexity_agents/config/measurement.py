@@ -141,7 +141,8 @@ class RRCPConfig(BaseModel):
     evaluator: str = Field(
         "llm",
         description="s_i evaluator: 'llm' (P(yes) of the chat model), 'lexical' or "
-        "'cross-encoder:<local dir>'.",
+        "'cross-encoder:<local dir>'. Not in the paper: every one of them (the paper's "
+        "GenEval, a T5-XXL reference-based evaluator, is not available offline).",
     )
     relevance_temperature: float = Field(
         0.05, gt=0.0, description="Softmax temperature τ of the MaxSim token relevance."

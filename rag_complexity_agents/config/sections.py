@@ -336,8 +336,8 @@ class AgentsConfig(BaseModel):
         0.5,
         gt=0.0,
         le=1.0,
-        description="ASU edges: a batch counts as uncertain when its s > 1 and s >= this "
-        "fraction of m.",
+        description="ASU edges (not in the paper): a batch counts as uncertain when its "
+        "s > 1 and s >= this fraction of m.",
     )
     max_explore: int = Field(
         1,
@@ -347,7 +347,10 @@ class AgentsConfig(BaseModel):
         "paper: the explore / requery edges (on by default; 0 turns this one off).",
     )
     explore_budget: int | None = Field(
-        None, ge=1, description="Documents added to c per exploration round (None: nar.b)."
+        None,
+        ge=1,
+        description="ASU edges (not in the paper): documents added to c per exploration round "
+        "(None: nar.b).",
     )
     max_requery: int = Field(
         1,
@@ -358,8 +361,8 @@ class AgentsConfig(BaseModel):
     )
     requery: Literal["expand", "llm"] = Field(
         "expand",
-        description="How to re-query: 'expand' adds the original question's words, 'llm' asks "
-        "the chat model for a new search query.",
+        description="ASU edges (not in the paper): how to re-query: 'expand' adds the "
+        "original question's words, 'llm' asks the chat model for a new search query.",
     )
     hop_pool: bool = Field(
         True,
@@ -380,7 +383,7 @@ class AgentsConfig(BaseModel):
         "from first, then the others: with agents.hop_pool the earlier hops' documents "
         "otherwise fill the few passages a later hop reads (opt-in: on 20 MuSiQue dev "
         "questions with the 1.5B model it did not raise cover-EM or evidence recall; "
-        "benchmarks/results/decomposition_dev.md).",
+        "benchmarks/results/decomposition_dev.md). Not in the paper.",
     )
     reject_echo: bool = Field(
         False,
@@ -388,7 +391,8 @@ class AgentsConfig(BaseModel):
         "played George VI?' → 'George VI', or the previous hop's answer) is asked for once "
         "more with that answer ruled out, then becomes 'unknown'; not for questions offering "
         "a choice ('A or B'). Opt-in: on 20 MuSiQue dev questions the 1.5B model repeated "
-        "the echo every time it was asked again (benchmarks/results/decomposition_dev.md).",
+        "the echo every time it was asked again (benchmarks/results/decomposition_dev.md). "
+        "Not in the paper.",
     )
     stop: Literal["model", "evidence"] = Field(
         "model",
