@@ -656,7 +656,9 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         "TriviaQA (label B) and MuSiQue, 2WikiMultiHopQA, HotpotQA (label C), minus the "
         f"routing sample; seeded split, {result['split']['test_share']:.0%} held apart "
         f"({result['split']['test_n']} test questions). Only B and C occur in bias labels, "
-        "so macro-F1 is over B and C.",
+        "so macro-F1 is over B and C. A bias label is the question's dataset, so this "
+        "measures how well a classifier tells the datasets' question styles apart, not "
+        "single- from multi-hop questions as such, and nothing about A.",
         "",
         "| classifier | n test | accuracy % | macro-F1 % | F1 B % | F1 C % | s/question |",
         "|---|---|---|---|---|---|---|",

@@ -590,6 +590,16 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
             if any(row.get("carried_over") for row in result["rows"])
             else []
         ),
+        *(
+            [
+                "",
+                "Self-Ask + NAR / + SUNAR / + SUNAR + MER: SUNAR's parts inside our Self-Ask "
+                "loop with additions not in the paper ([docs/pipelines.md]"
+                "(../../docs/pipelines.md#not-in-the-paper)), not the paper's system.",
+            ]
+            if any(str(row["label"]).startswith("Self-Ask +") for row in result["rows"])
+            else []
+        ),
         "",
         ANALYSIS_START,
         analysis.strip() or "_Analysis pending: written after the full run._",

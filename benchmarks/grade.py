@@ -235,9 +235,10 @@ def markdown(results: dict[str, Any], primary: str, previous: str | None) -> str
         f"Model: `{results['model']}`; dataset `{results['dataset']}` "
         f"({results['dataset_questions']} questions with supporting paragraphs); D_r = 1 − min "
         "cosine (MiniLM) of the question with its supporting paragraphs; D_r quartile edges over "
-        f"all questions: {', '.join(f'{e:.3f}' for e in results['dr_edges'])}; correctness = "
-        f"`{results['metric']}`. Each row is read from the end-to-end run file of that row "
-        "(`end_to_end.md`).",
+        f"all questions (not the paper's per-hop binning): "
+        f"{', '.join(f'{e:.3f}' for e in results['dr_edges'])}; correctness = "
+        f"`{results['metric']}`. Each row is read from the end-to-end run file of that row as "
+        "it was when the matrices were computed; `end_to_end.md` has the current figures.",
         "",
     ]
     if results.get("command"):
@@ -273,7 +274,11 @@ def markdown(results: dict[str, Any], primary: str, previous: str | None) -> str
         "",
     ]
     if results.get("not_run"):
-        lines += [f"End-to-end rows without a run file: {', '.join(results['not_run'])}.", ""]
+        lines += [
+            "End-to-end rows without a run file when the matrices were computed: "
+            f"{', '.join(results['not_run'])}.",
+            "",
+        ]
     gen = results.get("generation")
     if gen:
         lines += [

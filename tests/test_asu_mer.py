@@ -13,10 +13,12 @@ import numpy as np
 import pytest
 from agent_fakes import Script, ScriptedChat
 
+from rag_complexity_agents.config import Config
 from rag_complexity_agents.models.equivalence import LexicalEquivalence, NLIEquivalence, Verdict
 from rag_complexity_agents.retrieval.asu import (
     AnswerSemanticUncertainty,
     EquivalenceCache,
+    RescoreMode,
     build_asu_messages,
     cluster_answers,
     draw_samples,
@@ -194,6 +196,44 @@ def test_asu_penalty_is_scale_free() -> None:
     # the best document of an uncertain batch falls towards its batch's weakest one: below
     # the certain batch's best document, never below its own batch's weakest
     assert cosine == [2, 0, 3, 1, 4, 5]
+
+
+def test_paper_rescore_is_the_papers_division_with_its_scale_dependence() -> None:
+    """``paper``: each score divided by s, as the paper states; selectable by ``asu.rescore``.
+    It depends on the scorer's zero and raises negative scores, unlike ``batch``."""
+    scores = np.array([2.0, 0.5, 0.0, -0.5, -3.0])
+    assert np.array_equal(rescore(scores, 1, "paper"), scores)  # s = 1: unchanged
+    out = rescore(scores, 4, "paper")
+    assert np.allclose(out, scores / 4)
+    assert np.all(np.diff(out) < 0)  # order within the batch kept
+    assert np.all(out[:2] < scores[:2]) and out[2] == 0.0  # positive scores fall
+    assert np.all(out[3:] > scores[3:])  # negative scores (logits) rise
+    # scale dependence: a shift of the scorer's scores reverses the order across batches
+    batches = [([0.80, 0.62], 2), ([0.75, 0.70], 1)]
+
+    def order(shift: float, mode: RescoreMode) -> list[int]:
+        final: list[float] = []
+        for batch_scores, s in batches:
+            final.extend(rescore([x + shift for x in batch_scores], s, mode).tolist())
+        return sorted(range(len(final)), key=lambda i: -final[i])
+
+    assert order(0.0, "paper") == [2, 3, 0, 1]  # cosines: the uncertain batch falls
+    assert order(-2.5, "paper") == [0, 1, 2, 3]  # as logits: the uncertain batch rises
+    assert order(0.0, "batch") == order(-2.5, "batch") == [2, 0, 3, 1]
+    with pytest.raises(ValueError, match="paper"):
+        rescore(scores, 2, "log")  # type: ignore[arg-type]
+    # selectable through the config field the ASU hook is built from
+    assert Config().asu.rescore == "batch"
+    assert Config().with_overrides({"asu.rescore": "paper"}).asu.rescore == "paper"
+    asu = AnswerSemanticUncertainty(
+        LexicalEquivalence(),
+        sampler=lambda msgs, m: [f"a{i}" for i in range(m)],
+        m=2,
+        rescore_mode="paper",
+    )
+    feedback = asu("Who?", [doc("x", 0.8), doc("y", -0.4)], 0)
+    assert feedback.info["s"] == 2 and feedback.info["rescore"] == "paper"
+    assert np.allclose(feedback.scores, [0.4, -0.2])
 
 
 def test_asu_as_a_nar_hook_penalises_uncertain_batches() -> None:

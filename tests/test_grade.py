@@ -14,6 +14,7 @@ from agent_fakes import Script, ScriptedChat
 from rag_complexity_agents.complexity.grade.claims import parse_numbered, rule_claim
 from rag_complexity_agents.complexity.grade.difficulty import (
     DifficultyItem,
+    DifficultyMatrix,
     assign_bins,
     diagonal_bins,
     difficulty_matrix,
@@ -33,6 +34,7 @@ from rag_complexity_agents.complexity.grade.kg import (
     sample_paths,
 )
 from rag_complexity_agents.complexity.grade.llm import StepLLM
+from rag_complexity_agents.complexity.grade.matrix import matrix_markdown
 from rag_complexity_agents.complexity.grade.questions import parse_question
 from rag_complexity_agents.complexity.grade.sentences import is_factual, split_sentences
 from rag_complexity_agents.complexity.grade.triples import parse_triples
@@ -113,6 +115,33 @@ def test_matrix_cells_and_correlations() -> None:
         difficulty_matrix(items, n_bins=3, edges=[0.5])
     with pytest.raises(InputError):
         difficulty_matrix([])
+
+
+def test_per_hop_binning_takes_quartiles_within_each_hop_level() -> None:
+    """The paper bins D_r within each hop level; the default takes one set of edges over all
+    questions, so when hops and D_r move together the upper hop rows fill only the top bins."""
+    items = [DifficultyItem(f"2-{i}", 2, 0.1 + 0.05 * i, float(i % 2)) for i in range(8)]
+    items += [DifficultyItem(f"3-{i}", 3, 0.6 + 0.05 * i, float(i < 4)) for i in range(8)]
+    glob = difficulty_matrix(items, n_bins=4)
+    assert [glob.cell(3, b).n for b in range(4)] == [0, 0, 4, 4]
+    assert "binning" not in glob.to_dict()
+    per_hop = difficulty_matrix(items, n_bins=4, binning="per_hop")
+    for hops in (2, 3):
+        assert [per_hop.cell(hops, b).n for b in range(4)] == [2, 2, 2, 2]
+    assert per_hop.cell(3, 0).error_rate == 0.0 and per_hop.cell(3, 3).error_rate == 1.0
+    assert per_hop.r_bin_by_hop[3] is not None and per_hop.r_bin_by_hop[3] > 0.8
+    data = per_hop.to_dict()
+    assert data["binning"] == "per_hop" and data["dr_edges"] == []
+    assert data["dr_edges_by_hop"]["3"] == pytest.approx([0.6875, 0.775, 0.8625])
+    restored = DifficultyMatrix.from_dict(json.loads(json.dumps(data)))
+    assert restored.extra["dr_edges_by_hop"] == data["dr_edges_by_hop"]
+    md = matrix_markdown(per_hop)
+    assert "D_r bin 1 (per hop)" in md and "3 hops 0.688, 0.775, 0.863" in md
+    assert "not the paper's per-hop binning" in matrix_markdown(glob)
+    with pytest.raises(InputError):
+        difficulty_matrix(items, binning="per_hop", edges=[0.3, 0.5, 0.7])
+    with pytest.raises(InputError):
+        difficulty_matrix(items, binning="by_dataset")  # type: ignore[arg-type]
 
 
 def test_pearson_undefined() -> None:

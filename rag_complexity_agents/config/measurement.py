@@ -47,7 +47,8 @@ class GradeConfig(BaseModel):
         ge=1,
         le=10,
         description="D_r quantile bins (paper: quartiles). Not in the paper: the bin edges are "
-        "quantiles over all questions, while the paper bins D_r within each hop level.",
+        "quantiles over all questions, while the paper bins D_r within each hop level "
+        "(difficulty_matrix(..., binning='per_hop') bins the paper's way).",
     )
     metric: str = Field(
         "acc",
@@ -140,7 +141,8 @@ class RRCPConfig(BaseModel):
     evaluator: str = Field(
         "llm",
         description="s_i evaluator: 'llm' (P(yes) of the chat model), 'lexical' or "
-        "'cross-encoder:<local dir>'.",
+        "'cross-encoder:<local dir>'. Not in the paper: every one of them (the paper's "
+        "GenEval, a T5-XXL reference-based evaluator, is not available offline).",
     )
     relevance_temperature: float = Field(
         0.05, gt=0.0, description="Softmax temperature τ of the MaxSim token relevance."

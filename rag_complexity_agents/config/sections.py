@@ -225,8 +225,8 @@ class NARConfig(NARParams):
 
 class ASUConfig(BaseModel):
     """Answer Semantic Uncertainty (SUNAR §3.2): per NAR batch, sample m answers, cluster
-    them, divide the batch's min-max normalised scores by the number of clusters s (our
-    scale-free variant of the paper's division of each score by s)."""
+    them, penalise the batch by the number of clusters s (by default: its min-max normalised
+    scores divided by s, our deviation from the paper's division of each score by s)."""
 
     enabled: bool = Field(
         False, description="Re-score NAR batches by answer uncertainty (costs m LLM samples each)."
@@ -247,14 +247,16 @@ class ASUConfig(BaseModel):
         description="Each batch passage is cut to this many characters in the prompt (paper "
         "preset: 600).",
     )
-    rescore: Literal["batch", "multiplicative"] = Field(
+    rescore: Literal["batch", "multiplicative", "paper"] = Field(
         "batch",
-        description="Scale-free 1/s: 'batch' divides the batch's min-max normalised scores by s "
-        "(lo + (score - lo) / s, lo = the batch's lowest score: the same ranking for any "
-        "scorer scale); 'multiplicative' divides positive scores by s and multiplies negative "
-        "ones by s. Not in the paper: the default 'batch' (the paper divides each score by "
-        "s); it never lowers a batch's lowest document, and with b = 2 it can at most pull "
-        "the top document down to its partner's score.",
+        description="How s penalises a batch. 'batch' divides the batch's min-max normalised "
+        "scores by s (lo + (score - lo) / s, lo = the batch's lowest score: the same ranking "
+        "for any scorer scale); 'multiplicative' divides positive scores by s and multiplies "
+        "negative ones by s; 'paper' divides each score by s, the paper's rule (it depends on "
+        "the scorer's scale, and it raises a negative score). Not in the paper: the default "
+        "'batch', our deviation, not the paper's rule; it never lowers a batch's lowest "
+        "document, and with b = 2 it can at most pull the top document down to its "
+        "partner's score.",
     )
 
 
@@ -334,8 +336,8 @@ class AgentsConfig(BaseModel):
         0.5,
         gt=0.0,
         le=1.0,
-        description="ASU edges: a batch counts as uncertain when its s > 1 and s >= this "
-        "fraction of m.",
+        description="ASU edges (not in the paper): a batch counts as uncertain when its "
+        "s > 1 and s >= this fraction of m.",
     )
     max_explore: int = Field(
         1,
@@ -345,7 +347,10 @@ class AgentsConfig(BaseModel):
         "paper: the explore / requery edges (on by default; 0 turns this one off).",
     )
     explore_budget: int | None = Field(
-        None, ge=1, description="Documents added to c per exploration round (None: nar.b)."
+        None,
+        ge=1,
+        description="ASU edges (not in the paper): documents added to c per exploration round "
+        "(None: nar.b).",
     )
     max_requery: int = Field(
         1,
@@ -356,8 +361,8 @@ class AgentsConfig(BaseModel):
     )
     requery: Literal["expand", "llm"] = Field(
         "expand",
-        description="How to re-query: 'expand' adds the original question's words, 'llm' asks "
-        "the chat model for a new search query.",
+        description="ASU edges (not in the paper): how to re-query: 'expand' adds the "
+        "original question's words, 'llm' asks the chat model for a new search query.",
     )
     hop_pool: bool = Field(
         True,
@@ -388,7 +393,7 @@ class AgentsConfig(BaseModel):
         "from first, then the others: with agents.hop_pool the earlier hops' documents "
         "otherwise fill the few passages a later hop reads (opt-in: on 20 MuSiQue dev "
         "questions with the 1.5B model it did not raise cover-EM or evidence recall; "
-        "benchmarks/results/decomposition_dev.md).",
+        "benchmarks/results/decomposition_dev.md). Not in the paper.",
     )
     reject_echo: bool = Field(
         False,
@@ -396,7 +401,8 @@ class AgentsConfig(BaseModel):
         "played George VI?' → 'George VI', or the previous hop's answer) is asked for once "
         "more with that answer ruled out, then becomes 'unknown'; not for questions offering "
         "a choice ('A or B'). Opt-in: on 20 MuSiQue dev questions the 1.5B model repeated "
-        "the echo every time it was asked again (benchmarks/results/decomposition_dev.md).",
+        "the echo every time it was asked again (benchmarks/results/decomposition_dev.md). "
+        "Not in the paper.",
     )
     stop: Literal["model", "evidence"] = Field(
         "model",

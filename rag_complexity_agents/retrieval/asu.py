@@ -2,10 +2,11 @@
 
 For a (sub-)question and a scored batch B: draw m answers from the chat model with B as
 context (one prompt, m samples), cut each to a short answer, group the answers into semantic
-clusters with an :class:`~rag_complexity_agents.models.base.Equivalence`, and divide the
-batch's min-max normalised scores by s = the number of clusters (our scale-free variant of the
-paper's division, below). More clusters = the model is less sure what the batch says = the
-batch is pushed down.
+clusters with an :class:`~rag_complexity_agents.models.base.Equivalence`, and penalise the
+batch by s = the number of clusters. By default the batch's min-max normalised scores are
+divided by s (``batch``: our deviation, not the paper's rule; below); ``paper`` divides each
+score by s as the paper states. More clusters = the model is less sure what the batch says =
+the batch is pushed down (for ``paper``, only where the scores are positive).
 
 The pure parts (answer extraction, clustering, entropy, rescoring) take plain data and are
 separate from :class:`AnswerSemanticUncertainty`, which makes the LLM call and plugs into
@@ -24,30 +25,33 @@ garbage m times yields s = m: maximal uncertainty, no crash. Decisions are cache
 ``H = -Σ_k p_k ln p_k`` with ``p_k = |cluster_k| / m``; sampling probabilities are not
 needed. It is exposed for traces only; the rescoring uses s, as the paper does.
 
-**A scale-free 1/s.** The paper divides each score by s. Applied to raw scorer scores that
-rule (and any fixed shift such as ``score - ln s``) depends on the scorer's scale: with
-bi-encoder cosines (0.3–0.8) ln 2 = 0.69 outweighs every relevance difference, with SPLADE
-scores (tens) it changes nothing; and for negative scores (cross-encoder logits) division
-moves a score *up*. The official code is worse: it computes ``score / (penalty / 2)`` with
-penalty = the number of contradicting answer pairs, so one contradicting pair *doubles* every
-score. Here the division is applied where it is meaningful, to the batch's min-max normalised
-scores:
+**The rescore modes** (``asu.rescore``). The paper divides each score by s. Applied to raw
+scorer scores that rule (and any fixed shift such as ``score - ln s``) depends on the
+scorer's scale: with bi-encoder cosines (0.3–0.8) ln 2 = 0.69 outweighs every relevance
+difference, with SPLADE scores (tens) it changes nothing; and for negative scores
+(cross-encoder logits) division moves a score *up*. The official code is worse: it computes
+``score / (penalty / 2)`` with penalty = the number of contradicting answer pairs, so one
+contradicting pair *doubles* every score. The default applies the division to the batch's
+min-max normalised scores instead:
 
-* ``batch`` (default): with ``lo``/``hi`` the lowest/highest score of the batch, the
-  normalised score ``n = (score - lo) / (hi - lo)`` lies in [0, 1] and is divided by s, then
-  mapped back: ``lo + (score - lo) / s`` (``hi`` cancels). This is our scale-free variant,
-  not the paper's division of each score by s: it never lowers the batch's lowest document,
-  and with b = 2 it can at most pull the top document down to its partner's score. It is
-  invariant under any increasing affine change of the scorer (``a·score + b``, a > 0):
-  the final order across batches is the same for cosines, logits or SPLADE scores. The
-  penalty is bounded: a document of an uncertain batch falls at most to its batch's lowest
-  score, i.e. ASU re-orders documents whose scores the scorer put close together and never
-  buries a document the scorer ranked far above the rest. It keeps the order within a batch,
-  s = 1 is the identity, and a batch of one document (b = 1) or of equal scores has no scale,
-  so it is left unchanged.
+* ``batch`` (default; our deviation, not the paper's rule): with ``lo``/``hi`` the
+  lowest/highest score of the batch, the normalised score ``n = (score - lo) / (hi - lo)``
+  lies in [0, 1] and is divided by s, then mapped back: ``lo + (score - lo) / s`` (``hi``
+  cancels). It is not the paper's division of each score by s: it never lowers the batch's
+  lowest document, and with b = 2 it can at most pull the top document down to its
+  partner's score. It is invariant under any increasing affine change of the scorer
+  (``a·score + b``, a > 0): the final order across batches is the same for cosines, logits
+  or SPLADE scores. The penalty is bounded: a document of an uncertain batch falls at most
+  to its batch's lowest score, i.e. ASU re-orders documents whose scores the scorer put
+  close together and never buries a document the scorer ranked far above the rest. It keeps
+  the order within a batch, s = 1 is the identity, and a batch of one document (b = 1) or of
+  equal scores has no scale, so it is left unchanged.
 * ``multiplicative``: ``score / s`` for ``score >= 0`` and ``score * s`` for ``score < 0``.
   It equals the paper's rule wherever the paper's rule is a penalty and does not depend on
   the scorer's unit, but it does on its zero (a shift of the scores changes the ranking).
+* ``paper``: ``score / s`` for every score, the paper's rule as it states it. It depends on
+  the scorer's scale and zero (above), and for a negative score (a cross-encoder logit) it
+  *raises* the score: the more clusters, the closer a negative score moves to 0.
 """
 
 from __future__ import annotations
@@ -71,7 +75,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
 Rule = Literal["strict", "lenient"]
-RescoreMode = Literal["batch", "multiplicative"]
+RescoreMode = Literal["batch", "multiplicative", "paper"]
 
 # --------------------------------------------------------------------------------------------
 # Short answers
@@ -204,11 +208,13 @@ def rescore(
 ) -> np.ndarray:
     """Apply the 1/s penalty to one batch's scores (see the module docstring).
 
-    ``batch``: ``lo + (score - lo) / s`` with lo = the batch's lowest score (1/s applied to
-    the min-max normalised scores). ``multiplicative``: ``score / s`` if ``score >= 0`` else
-    ``score * s``. Both keep the order within the batch, never raise a score, are
-    non-increasing in s, and s = 1 changes nothing; ``batch`` is also invariant under an
-    increasing affine change of the scores.
+    ``batch`` (our deviation, not the paper's rule): ``lo + (score - lo) / s`` with lo = the
+    batch's lowest score (1/s applied to the min-max normalised scores). ``multiplicative``:
+    ``score / s`` if ``score >= 0`` else ``score * s``. Both keep the order within the batch,
+    never raise a score, are non-increasing in s, and s = 1 changes nothing; ``batch`` is also
+    invariant under an increasing affine change of the scores. ``paper``: ``score / s`` for
+    every score, the paper's rule as stated; it depends on the scorer's scale and raises a
+    negative score (s = 1 changes nothing here too).
     """
     if s < 1:
         raise ValueError(f"the number of clusters s must be at least 1, got {s}")
@@ -220,7 +226,9 @@ def rescore(
         return low + (values - low) / s
     if mode == "multiplicative":
         return np.where(values >= 0, values / s, values * s)
-    raise ValueError(f"unknown rescore mode {mode!r}; use 'batch' or 'multiplicative'")
+    if mode == "paper":
+        return values / s
+    raise ValueError(f"unknown rescore mode {mode!r}; use 'batch', 'multiplicative' or 'paper'")
 
 
 @dataclass(slots=True)

@@ -11,8 +11,11 @@ A question's difficulty in GRADE (Lee et al.) has two coordinates:
 
 The difficulty matrix bins questions by hops (rows) × D_r quantile bins (columns, quartiles by
 default) and reports per cell the number of questions and the error rate (1 − accuracy) of a
-RAG system. Its headline statistics are GRADE's **bin-level** Pearson correlations (the
-paper's Tables 1 and 3):
+RAG system. The paper bins D_r within each hop level (``binning="per_hop"``); the default
+``binning="global"`` takes the quantile edges over all questions, a deviation from the paper
+that lets one set of edges serve every hop row and every system compared on them. Its
+headline statistics are GRADE's **bin-level** Pearson correlations (the paper's Tables 1
+and 3):
 
 * per hop row (``r_bin_by_hop``): r of the cells' mean D_r with their error rates, one point
   per non-empty cell (4 points with quartiles);
@@ -44,6 +47,7 @@ import numpy as np
 from ...errors import InputError
 
 Aggregation = Literal["min", "mean", "power"]
+Binning = Literal["global", "per_hop"]
 AGGREGATIONS: tuple[str, ...] = ("min", "mean", "power")
 
 #: Similarities are clipped to this before a power mean with p < 0 (cosine can be ≤ 0).
@@ -345,21 +349,44 @@ def difficulty_matrix(
     n_bins: int = 4,
     edges: Sequence[float] | None = None,
     hop_levels: Sequence[int] | None = None,
+    binning: Binning = "global",
 ) -> DifficultyMatrix:
     """Bin ``items`` by hops × D_r quantile bins; error rate and count per cell.
 
-    ``edges`` (inner bin edges) default to the quantiles of the items' D_r; pass edges from
-    another set to compare systems on the same bins. The bin-level r (GRADE's statistic, see
-    :func:`bin_correlations`) are positive when error rises with difficulty; the item-level r
-    (``pearson_*``: D_r with each question's correctness) are negative then.
+    ``binning="global"`` (default; not the paper's way): ``edges`` (inner bin edges) default
+    to the quantiles of all the items' D_r; pass edges from another set to compare systems on
+    the same bins. ``binning="per_hop"`` (the paper's way): each hop level gets the quantiles
+    of its own items' D_r (``extra["dr_edges_by_hop"]``; ``edges`` is then empty and may not
+    be passed). The bin-level r (GRADE's statistic, see :func:`bin_correlations`) are positive
+    when error rises with difficulty; the item-level r (``pearson_*``: D_r with each
+    question's correctness) are negative then.
     """
     if not items:
         raise InputError("the difficulty matrix needs at least one answered question")
     dr = [it.dr for it in items]
-    inner = list(edges) if edges is not None else quantile_edges(dr, n_bins)
-    if len(inner) != n_bins - 1:
-        raise InputError(f"{n_bins} bins need {n_bins - 1} inner edges, got {len(inner)}")
-    bins = assign_bins(dr, inner)
+    extra: dict[str, Any] = {}
+    if binning == "per_hop":
+        if edges is not None:
+            raise InputError("per-hop binning takes its edges from each hop level's D_r")
+        by_hop_edges = {
+            h: quantile_edges([it.dr for it in items if it.hops == h], n_bins)
+            for h in sorted({it.hops for it in items})
+        }
+        inner: list[float] = []
+        bins = [assign_bins([it.dr], by_hop_edges[it.hops])[0] for it in items]
+        extra = {
+            "binning": "per_hop",
+            "dr_edges_by_hop": {
+                str(h): [round(e, 6) for e in e_h] for h, e_h in by_hop_edges.items()
+            },
+        }
+    elif binning == "global":
+        inner = list(edges) if edges is not None else quantile_edges(dr, n_bins)
+        if len(inner) != n_bins - 1:
+            raise InputError(f"{n_bins} bins need {n_bins - 1} inner edges, got {len(inner)}")
+        bins = assign_bins(dr, inner)
+    else:
+        raise InputError(f"unknown binning {binning!r}; use 'global' or 'per_hop'")
     levels = sorted(set(hop_levels) if hop_levels is not None else {it.hops for it in items})
     grouped: dict[tuple[int, int], list[DifficultyItem]] = {}
     for it, b in zip(items, bins, strict=True):
@@ -409,6 +436,7 @@ def difficulty_matrix(
         error_rate_by_hop={h: r for h, r in hop_rates.items() if r is not None},
         error_rate_by_bin={b: r for b, r in bin_rates.items() if r is not None},
         n=len(items),
+        extra=extra,
     )
 
 

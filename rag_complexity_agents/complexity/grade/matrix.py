@@ -119,11 +119,14 @@ def _cells(n: int) -> str:
 
 def matrix_markdown(matrix: DifficultyMatrix, *, title: str = "GRADE difficulty matrix") -> str:
     """A markdown table (rows = hops, columns = D_r bins; cell = error rate (n)) + stats."""
-    edges = [f"{e:.3f}" for e in matrix.edges]
-    bounds = ["min", *edges, "max"]
-    header = " | ".join(
-        f"D_r bin {b + 1} ({bounds[b]}–{bounds[b + 1]})" for b in range(matrix.n_bins)
-    )
+    by_hop_edges = matrix.extra.get("dr_edges_by_hop")
+    if by_hop_edges:  # per-hop binning: each row has its own edges, listed below the table
+        header = " | ".join(f"D_r bin {b + 1} (per hop)" for b in range(matrix.n_bins))
+    else:
+        bounds = ["min", *(f"{e:.3f}" for e in matrix.edges), "max"]
+        header = " | ".join(
+            f"D_r bin {b + 1} ({bounds[b]}–{bounds[b + 1]})" for b in range(matrix.n_bins)
+        )
     lines = [f"### {title}", "", f"| hops | {header} | all |", "|---" * (matrix.n_bins + 2) + "|"]
     for h in matrix.hop_levels:
         cells = []
@@ -135,7 +138,17 @@ def matrix_markdown(matrix: DifficultyMatrix, *, title: str = "GRADE difficulty 
     lines.append(f"| all | {' | '.join(by_bin)} | |")
     lines += [
         "",
-        "Cells: error rate (1 − accuracy) and number of questions.",
+        "Cells: error rate (1 − accuracy) and number of questions."
+        + (
+            " D_r quantile edges within each hop level (the paper's binning): "
+            + "; ".join(
+                f"{h} hops {', '.join(f'{e:.3f}' for e in edges)}"
+                for h, edges in by_hop_edges.items()
+            )
+            + "."
+            if by_hop_edges
+            else " One set of D_r edges for every hop level (not the paper's per-hop binning)."
+        ),
         "",
         "| Pearson r | bin level (GRADE): D_r vs error rate | item level: D_r vs correctness |",
         "|---|---|---|",
