@@ -22,10 +22,11 @@ The plan, one row per (dataset, strategy, model):
   MER;
 * peer rows, n = 50: LlamaIndex ``SubQuestionQueryEngine`` and LangGraph's
   ``create_react_agent`` over the same first stage and model;
-* strong-model rows, n = 134: single-step, the best loop(s) and the
-  ceilings with ``--strong-model`` (the optional packaged Qwen2.5-Coder-1.5B); the peer rows
-  run with it too (role ``peer``, n = 50), so "our loop beats the peers" is measured with the
-  model whose loop beats single-step.
+* strong-model rows, n = 134: single-step, the best loop(s), the best loop's variants
+  (:data:`VARIANTS`: the previous default and each of its parts switched), the ceilings and
+  the peers with ``--strong-model`` (the optional packaged Qwen2.5-Coder-1.5B), so "our loop
+  beats the peers" is measured with the model whose loop beats single-step; the Self-Ask
+  ablation rows run with it too (n = 50).
 
 Every row is one resumable run file of the harness (``<runs-dir>/<model>/<dataset>__<strategy>
 __<fingerprint>.jsonl``), so the command can be stopped at any time and rerun to continue;
@@ -185,10 +186,18 @@ def build_plan(
         ("peer", model, PEERS),
     ]
     if strong_model:
-        strong = ["single_step", "gold_evidence", *best_loops, "gold_decomposition", "gold_bridges"]
+        variants = [name for name, (loop, _) in VARIANTS.items() if best_loops[:1] == [loop]]
+        strong = [
+            "single_step",
+            "gold_evidence",
+            *best_loops,
+            *variants,
+            "gold_decomposition",
+            "gold_bridges",
+            *PEERS,
+        ]
         by_role.insert(2, ("strong", strong_model, strong))
         by_role.append(("ablation", strong_model, ablations))
-        by_role.append(("peer", strong_model, PEERS))
     plan = []
     for role, spec, strategies in sorted(by_role, key=lambda item: ROLE_ORDER.index(item[0])):
         for strategy in dict.fromkeys(strategies):

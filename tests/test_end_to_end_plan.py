@@ -43,7 +43,12 @@ def test_plan_orders_roles_and_gives_each_its_model_and_size(e2e: Any) -> None:
         "loop_x",
         "gold_decomposition",
         "gold_bridges",
+        *e2e.PEERS,
     ]
+    # and the best loop's variants (its parts switched) when it has some
+    variant, (loop, _) = next(iter(e2e.VARIANTS.items()))
+    with_parts = e2e.build_plan(model="m", strong_model="m-big", best_loops=[loop])
+    assert variant in {p.strategy for p in with_parts if p.role == "strong"}
     assert {p.strategy for p in plan if p.role == "ceiling"} == {
         "gold_evidence",
         "gold_decomposition",
@@ -51,9 +56,10 @@ def test_plan_orders_roles_and_gives_each_its_model_and_size(e2e: Any) -> None:
     }
     peers = {p.strategy for p in plan if p.role == "peer"}
     assert any("subquestion" in s for s in peers) and any("react_agent" in s for s in peers)
-    # the peers run with both models, so each model's loop is compared with them
-    assert {(p.model, p.strategy) for p in plan if p.role == "peer"} == {
-        (m, s) for m in ("m-small", "m-big") for s in peers
+    # the peers run with the strong model at full size, and with the small one at n = 50
+    assert {(p.model, p.role, p.limit) for p in plan if p.strategy in e2e.PEERS} == {
+        ("m-small", "peer", 50),
+        ("m-big", "strong", 134),
     }
     # the ablation rows too, so each target can be met with either model
     assert {(p.model, p.strategy) for p in plan if p.role == "ablation"} == {
@@ -170,3 +176,65 @@ def test_markdown_marks_carried_over_rows(e2e: Any) -> None:
     assert "| 3 |" in fresh and "†" not in fresh
     carried = e2e.render_markdown({**result, "rows": [{**row, "carried_over": True}]}, "")
     assert "| 3† |" in carried and "† Carried over" in carried
+
+
+def test_pooled_comparisons_pair_both_datasets(e2e: Any) -> None:
+    first, second = e2e.DATASETS
+    rows = [
+        {"dataset": first, "model": "m", "strategy": "single_step"},
+        {"dataset": second, "model": "m", "strategy": "single_step"},
+        {"dataset": first, "model": "m", "strategy": "loop"},
+        {"dataset": second, "model": "m", "strategy": "loop"},
+        {"dataset": first, "model": "m", "strategy": "gold_evidence"},
+        {"dataset": second, "model": "m", "strategy": "gold_evidence"},
+        {"dataset": first, "model": "m", "strategy": "peer_x"},  # one dataset only: left out
+    ]
+
+    def on(dataset: str, scores: list[int]) -> list[dict[str, Any]]:
+        return [{**line, "id": f"{dataset}-{line['id']}"} for line in _lines(scores)]
+
+    lines = {
+        0: on(first, [0, 0]),
+        1: on(second, [0, 0]),
+        2: on(first, [1, 0]),
+        3: on(second, [1, 1]),
+        4: on(first, [1, 1]),
+        5: on(second, [1, 1]),
+        6: on(first, [1, 1]),
+    }
+    pooled = e2e.pooled_comparisons(rows, lines, "loop")
+    assert pooled == [
+        {
+            "strategy": "loop",
+            "vs": "single_step",
+            "model": "m",
+            "n": 4,
+            "delta": 0.75,
+            "ci_low": pooled[0]["ci_low"],
+            "ci_high": pooled[0]["ci_high"],
+        }
+    ]
+    assert pooled[0]["ci_low"] <= 0.75 <= pooled[0]["ci_high"]
+
+
+def test_bridge_hops_count_planned_bridges_against_the_intermediate_answers(e2e: Any) -> None:
+    from rag_complexity_agents.eval.datasets import DecompositionStep, QARecord
+
+    record = QARecord(
+        id="q",
+        dataset="musique",
+        question="Where was the director of Jaws born?",
+        answers=("Cincinnati",),
+        decomposition=(
+            DecompositionStep(question="Jaws >> director", answers=("Steven Spielberg",)),
+            DecompositionStep(question="#1 >> place of birth", answers=("Cincinnati",)),
+        ),
+    )
+    steps = [
+        {"sub_question": "Who directed Jaws?", "answer": "Spielberg, Steven Spielberg"},
+        {"sub_question": "Who wrote Jaws?", "answer": "Peter Benchley"},  # no later step uses it
+        {"sub_question": "Where was X born?", "planned": "Where was #1 born?", "answer": "Ohio"},
+    ]
+    line = {"id": "q", "trace": {"steps": steps}}
+    assert e2e.bridge_hops([line], {"q": record}) == {"n": 1, "right": 1}
+    assert e2e.bridge_hops([{"id": "q", "trace": {}}], {"q": record}) is None
