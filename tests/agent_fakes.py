@@ -56,6 +56,7 @@ KINDS: dict[str, str] = {
     cot.SYSTEM: "cot",
     cot.IRCOT_SYSTEM: "ircot",
     single_step_prompt.SYSTEM: "answer",
+    single_step_prompt.QUOTE_SYSTEM: "quote",
     no_retrieval.SYSTEM: "no_retrieval",
     ASU_INSTRUCTION: "asu",
     MER_INSTRUCTION: "mer",

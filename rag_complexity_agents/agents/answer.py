@@ -9,7 +9,7 @@ from typing import Any
 
 from ..config.pipelines import NAR_STRATEGIES
 from ..models.calls import ChatReply
-from ..models.schemas import ShortAnswer
+from ..models.schemas import QuotedAnswer, ShortAnswer
 from ..models.structured import record_format_failure
 from ..retrieval.mer import DEFAULT_EXEMPLARS, MetaEvidenceReasoner, collect_evidence
 from ..text import as_text, cover_em, normalize_answer
@@ -19,7 +19,7 @@ from .context import AgentContext
 from .prompts import no_retrieval
 from .prompts import single_step as single_step_prompt
 from .retrieve import UNANSWERED
-from .single_step import extract_short_answer
+from .single_step import extract_short_answer, quoted_answer
 from .state import (
     AgentState,
     DocRecord,
@@ -34,6 +34,8 @@ from .structured import ask_step
 UNKNOWN_ANSWER = "unknown"
 YES_NO = frozenset({"yes", "no"})
 MER_SHORT_WORDS = 8
+QUOTE_TOKENS = 64
+"""Tokens added to ``agents.answer_max_tokens`` for an answer that quotes its evidence."""
 _COPULA = re.compile(r"\b(?:is|was|are|were)\s+", re.IGNORECASE)
 
 
@@ -98,39 +100,52 @@ def step_query(state: AgentState, step: int) -> str:
 
 
 def answer_messages(
-    ctx: AgentContext, query: str, docs: Sequence[ScoredDoc], *, ruled_out: str = ""
+    ctx: AgentContext,
+    query: str,
+    docs: Sequence[ScoredDoc],
+    *,
+    ruled_out: str = "",
+    quote: bool = False,
 ) -> list[tuple[str, str]]:
-    """The prompt that answers ``query`` from ``docs`` (the single-step prompt), or from the
-    model alone when there are none (the no-retrieval prompt)."""
+    """The prompt that answers ``query`` from ``docs`` (the single-step prompt; with
+    ``quote``, the one that copies its evidence first), or from the model alone when there
+    are none (the no-retrieval prompt)."""
     if not docs:
         return [("system", no_retrieval.SYSTEM), ("human", no_retrieval.user_message(query))]
     message = single_step_prompt.user_message(
         query, docs, max_chars=ctx.config.answer.passage_chars, ruled_out=ruled_out
     )
-    return [("system", single_step_prompt.SYSTEM), ("human", message)]
+    system = single_step_prompt.QUOTE_SYSTEM if quote else single_step_prompt.SYSTEM
+    return [("system", system), ("human", message)]
 
 
 def answer_from_evidence(
-    ctx: AgentContext, state: AgentState, step: int
+    ctx: AgentContext, state: AgentState, step: int, *, quote: bool = False
 ) -> tuple[ChatReply, str, Update]:
     """(reply, short answer, state update with the calls' costs) for the sub-question of
     ``step`` (its ``query`` when it has one, e.g. with the bridge entity added) from the
     passages of :func:`shown_docs`: the single-step prompt, or the no-retrieval prompt without
-    evidence; a :class:`~.structured.ShortAnswer` when the model gives structured output."""
+    evidence; a :class:`~.structured.ShortAnswer` when the model gives structured output.
+    With ``quote`` (and passages) the model copies the words that answer first
+    (:data:`QUOTE_TOKENS` more tokens; a :class:`~.structured.QuotedAnswer`)."""
     sub = step_query(state, step)
     docs = [doc_from_record(d) for d in shown_docs(ctx, state, step)]
+    quote = quote and bool(docs)
 
     def ask(counted: AgentState, ruled_out: str = "") -> tuple[ChatReply, str, Update]:
         obj, reply, update = ask_step(
             ctx,
             counted,
-            answer_messages(ctx, sub, docs, ruled_out=ruled_out),
+            answer_messages(ctx, sub, docs, ruled_out=ruled_out, quote=quote),
             kind="sub_answer",
-            max_tokens=ctx.agents.answer_max_tokens,
+            max_tokens=ctx.agents.answer_max_tokens + (QUOTE_TOKENS if quote else 0),
             stop=["\n\n"],
-            schema=ShortAnswer,
+            schema=QuotedAnswer if quote else ShortAnswer,
         )
-        answer = extract_short_answer(obj.answer if obj is not None else reply.text)
+        if obj is not None:
+            answer = extract_short_answer(str(getattr(obj, "answer", "")))
+        else:
+            answer = (quoted_answer if quote else extract_short_answer)(reply.text)
         if not answer:
             record_format_failure("sub_answer")
         return reply, answer, update
@@ -150,10 +165,11 @@ def answer_from_evidence(
     return reply, answer, update
 
 
-def answer_sub(state: AgentState, ctx: AgentContext) -> Update:
-    """Answer the pending step's sub-question from its accepted evidence (Self-Ask)."""
+def answer_sub(state: AgentState, ctx: AgentContext, *, quote: bool = False) -> Update:
+    """Answer the pending step's sub-question from its accepted evidence (Self-Ask); with
+    ``quote``, quoting the evidence first (:func:`answer_from_evidence`)."""
     step = int(state.get("pending_step", 0))
-    _, answer, update = answer_from_evidence(ctx, state, step)
+    _, answer, update = answer_from_evidence(ctx, state, step, quote=quote)
     steps = merge_steps(steps_of(state), [{"index": step, "answer": answer}])
     return {"steps": steps, **update}
 

@@ -121,14 +121,19 @@ def is_bridge(questions: Sequence[str], index: int) -> bool:
 
 
 def _answer(state: AgentState, ctx: AgentContext) -> Update:
-    """Answer the pending step (:func:`~.answer.answer_sub`); a bridge step
+    """Answer the pending step (:func:`~.answer.answer_sub`; quoting its evidence first as
+    ``agents.quote_evidence`` says); a bridge step
     (:func:`is_bridge`) with ``agents.bridge_votes`` = m > 1 then keeps the answer of the
     vote over its greedy answer and m − 1 samples (:mod:`.votes`): one prompt evaluation
     on llama.cpp, m − 1 calls on other models."""
-    update = answer_sub(state, ctx)
     step = int(state.get("pending_step", 0))
+    plan = state.get("plan") or []
+    quoting = ctx.agents.quote_evidence
+    update = answer_sub(
+        state, ctx, quote=quoting == "all" or (quoting == "final" and step == len(plan) - 1)
+    )
     m = ctx.agents.bridge_votes
-    if m < 2 or not is_bridge(state.get("plan") or [], step):
+    if m < 2 or not is_bridge(plan, step):
         return update
     after: AgentState = {**state, **update}  # type: ignore[typeddict-item]
     if step_limit(after, ctx):  # the run's budget is spent: the greedy answer stands

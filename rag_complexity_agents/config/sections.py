@@ -377,6 +377,13 @@ class AgentsConfig(BaseModel):
         "answer (the bridge entity) is retrieved for and answered with it added. Not in the "
         "paper (on by default).",
     )
+    quote_evidence: Literal["none", "final", "all"] = Field(
+        "none",
+        description="Plan-and-execute: which steps are answered by a prompt that first copies "
+        "the passage words that answer, then gives the answer ('final': the plan's last "
+        "step, whose answer is the loop's; 'all': every step; 'none'). Costs up to 64 more "
+        "output tokens a step. Not in the paper.",
+    )
     bridge_votes: int = Field(
         1,
         ge=1,

@@ -100,6 +100,15 @@ class CoTStep(BaseModel):
     )
 
 
+class QuotedAnswer(BaseModel):
+    """The words of a passage that answer the question, then the answer."""
+
+    evidence: str = Field(max_length=400, description="The words of one passage that answer it")
+    answer: str = Field(
+        min_length=1, max_length=ANSWER_CHARS, description="The answer in a few words, or 'unknown'"
+    )
+
+
 class MERAnswer(BaseModel):
     """The Meta Evidence Reasoner's reasoning and final answer."""
 

@@ -12,6 +12,14 @@ SYSTEM = (
     "contain the answer, give your best guess."
 )
 
+QUOTE_SYSTEM = (
+    "You answer questions using the numbered passages provided. First write 'Evidence:' and "
+    "copy the words of one passage that answer the question. Then write 'Answer:' and the "
+    "answer alone: a name, date, number or short phrase. If the passages do not contain the "
+    "answer, give your best guess."
+)
+"""The answer prompt that quotes its evidence first (``agents.quote_evidence``)."""
+
 
 def format_passages(docs: Sequence[ScoredDoc], *, max_chars: int = 700) -> str:
     lines = []

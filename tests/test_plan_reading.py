@@ -1,7 +1,10 @@
-"""Bridge votes: the pure choice (agents/votes.py) and plan-and-execute's vote over the real
-demo collection with a scripted chat model (control flow)."""
+"""How plan-and-execute reads its steps: bridge votes (the pure choice in agents/votes.py and
+the vote over the real demo collection with a scripted chat model) and the answer prompt that
+quotes its evidence first."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pytest
 from agent_fakes import Script, ScriptedChat, demo_config, demo_home
@@ -10,6 +13,7 @@ from rag_complexity_agents.agents.context import derive_components
 from rag_complexity_agents.agents.plan_execute import is_bridge
 from rag_complexity_agents.agents.registry import build_pipeline
 from rag_complexity_agents.agents.run import run_graph
+from rag_complexity_agents.agents.single_step import quoted_answer
 from rag_complexity_agents.agents.votes import vote
 from rag_complexity_agents.components import Components
 from rag_complexity_agents.models.equivalence import LexicalEquivalence
@@ -105,3 +109,50 @@ def test_one_vote_is_the_greedy_answer_alone(parts: Components) -> None:
     trace, chat = _run(parts, votes=1)
     assert trace["steps"][0]["answer"] == "Toshio Suzuki" and "vote" not in trace["steps"][0]
     assert chat.kinds().count("answer") == 2
+
+
+@pytest.mark.parametrize(
+    ("reply", "answer"),
+    [
+        (
+            "Evidence: [1] Van Hook Township, Mountrail County\nAnswer: Mountrail County",
+            "Mountrail County",
+        ),
+        ("Evidence: Pearl Bailey as Copper. Answer: Pearl Bailey", "Pearl Bailey"),
+        ("**Answer:** Laura Knight", "Laura Knight"),
+        ("Mach", "Mach"),  # no marks: the reply is the answer
+        ("Evidence: the passage says so\nErnst Mach", "Ernst Mach"),
+        ("Evidence: the answer: is here\nAnswer: Bharat Ratna", "Bharat Ratna"),  # the last mark
+        ("Evidence: cut off before the answer", ""),
+    ],
+)
+def test_quoted_answer(reply: str, answer: str) -> None:
+    assert quoted_answer(reply) == answer
+
+
+@pytest.mark.parametrize(
+    ("quoting", "kinds"),
+    [("final", ["answer", "quote"]), ("all", ["quote", "quote"]), ("none", ["answer", "answer"])],
+)
+def test_quote_evidence_picks_the_prompt_of_each_step(
+    parts: Components, quoting: str, kinds: list[str]
+) -> None:
+    def reply(quoted: bool) -> Callable[[str], str]:
+        def answer(human: str) -> str:
+            found = "Tokyo, Japan" if "born" in human.split("Question:")[-1] else "Hayao Miyazaki"
+            return f"Evidence: the passage names {found}\nAnswer: {found}" if quoted else found
+
+        return answer
+
+    plan = "1. Who directed Spirited Away?\n2. Where was #1 born?"
+    chat = ScriptedChat(script=Script(plan=plan, answer=reply(False), quote=reply(True)))
+    cfg = demo_config(parts.config.corpus.home, agents={"max_steps": 3, "quote_evidence": quoting})
+    derived = derive_components(parts, cfg)
+    derived.chat = chat  # type: ignore[misc]
+    graph = build_pipeline("plan_execute", cfg, components=derived)
+    result = run_graph(graph, "In which country was the director of Spirited Away born?")
+    assert [k for k in chat.kinds() if k in ("answer", "quote")] == kinds
+    assert [s["answer"] for s in result.trace["steps"]] == ["Hayao Miyazaki", "Tokyo, Japan"]
+    assert result.answer == "Tokyo, Japan"
+    budgets = [c["max_tokens"] for c in chat.calls if c["kind"] in ("answer", "quote")]
+    assert [b > cfg.agents.answer_max_tokens for b in budgets] == [k == "quote" for k in kinds]
