@@ -114,6 +114,13 @@ _NAR = (*_RETRIEVAL, "retrieval.first_stage_k", "nar.b", "nar.c", "nar.neighbour
 _SUNAR = (*_NAR, "asu.m", "asu.temperature", "asu.max_passage_chars")
 _MER = (*_SUNAR, "mer.l", "mer.max_evidence_chars")
 _LOOP = (*_MER, "agents.max_steps")
+_PLAN = (
+    *_RETRIEVAL,
+    "answer.sub_passages",
+    "agents.quote_evidence",
+    "agents.bridge_votes",
+    "agents.mer",
+)
 
 #: Strategy → (label, the settings that cost or matter); loops not listed get _LOOP.
 STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -126,12 +133,17 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
     "self_ask_nar": ("Self-Ask + NAR", _NAR),
     "self_ask_sunar": ("Self-Ask + SUNAR", _SUNAR),
     "self_ask_sunar_mer": ("Self-Ask + SUNAR + MER", _MER),
-    "plan_execute": ("Plan-and-execute", (*_RETRIEVAL, "agents.bridge_votes")),
-    "plan_execute_greedy": (
-        "Plan-and-execute, greedy bridges (the previous default)",
-        (*_RETRIEVAL, "agents.bridge_votes"),
-    ),
-    "plan_execute_nar": ("Plan-and-execute + NAR", _NAR),
+    "plan_execute": ("Plan-and-execute", _PLAN),
+    **{
+        name: (label, _PLAN)
+        for name, label in (
+            ("plan_execute_2_passages", "Plan-and-execute, 2 passages a step"),
+            ("plan_execute_quote", "Plan-and-execute, last step quotes its evidence"),
+            ("plan_execute_votes", "Plan-and-execute + bridge votes (m = 5)"),
+            ("plan_execute_mer", "Plan-and-execute + MER"),
+        )
+    },
+    "plan_execute_nar": ("Plan-and-execute + NAR", (*_NAR, *_PLAN[len(_RETRIEVAL) :])),
     "plan_execute_sunar": ("Plan-and-execute + SUNAR", _SUNAR),
     "llamaindex_subquestion": ("Peer: LlamaIndex SubQuestionQueryEngine", _RETRIEVAL),
     "langgraph_react_agent": (
@@ -140,9 +152,12 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
 }
 #: Rows that run a registered strategy with settings of their own: name → (strategy, the
-#: config overrides). The previous default and the ablations of the default's parts.
+#: config overrides): the default with one of its parts switched.
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
-    "plan_execute_greedy": ("plan_execute", {"agents.bridge_votes": 1}),
+    "plan_execute_2_passages": ("plan_execute", {"answer.sub_passages": 2}),
+    "plan_execute_quote": ("plan_execute", {"agents.quote_evidence": "final"}),
+    "plan_execute_votes": ("plan_execute", {"agents.bridge_votes": 5}),
+    "plan_execute_mer": ("plan_execute", {"agents.mer": True}),
 }
 CEILINGS = ("gold_evidence", "gold_decomposition", "gold_bridges")
 ABLATIONS = ("no_retrieval", "self_ask_nar", "self_ask_sunar", "self_ask_sunar_mer")
@@ -187,11 +202,13 @@ def build_plan(
     ]
     if strong_model:
         variants = [name for name, (loop, _) in VARIANTS.items() if best_loops[:1] == [loop]]
+        nar = [f"{best_loops[0]}_nar"] if variants else []
         strong = [
             "single_step",
             "gold_evidence",
             *best_loops,
             *variants,
+            *nar,
             "gold_decomposition",
             "gold_bridges",
             *PEERS,

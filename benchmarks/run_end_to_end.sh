@@ -21,12 +21,13 @@
 #     decomposition_dev.md, scores like Self-Ask + SUNAR at a third or less of its LLM calls
 #     (end_to_end.md); Self-Ask + SUNAR is an ablation row (n = 50; the ablation rows are the
 #     paper's loops not named here). Keep the value fixed between calls
-#   STAGES [all, in this order]: main_single ceiling_evidence no_retrieval
-#     ceiling_decomposition main_loop strong_single strong_best strong_ceiling ablation peers
-#     strong_peers strong_rest strong_ablation report (strong_best: the first best loop with
-#     the strong model; strong_ceiling: the ceilings with it; strong_peers: the peer rows
-#     with it; strong_rest: its other rows, i.e. the other best loops and the best loop's
-#     variants; strong_ablation: the ablation rows with it)
+#   STAGES [all, in this order]: main_single ceiling_evidence ceiling_decomposition
+#     strong_single strong_best main_loop strong_ceiling strong_peers strong_rest
+#     no_retrieval ablation peers strong_ablation report (strong_best: the first best loop
+#     with the strong model; strong_ceiling: the ceilings with it; strong_peers: the peer
+#     rows with it;
+#     strong_rest: its other rows, i.e. the other best loops and the best loop's variants;
+#     strong_ablation: the ablation rows with it)
 #   EXTRA_ARGS [--set agents.stop=evidence]: more end_to_end.py arguments for every stage.
 #     Evidence-driven stopping is what made the loop decompose on the dev questions
 #     (benchmarks/results/decomposition_dev.md: 2+ sub-questions on 19 of 20, evidence R@5 70.0
@@ -41,7 +42,7 @@ NICE=${NICE:-5}
 MODEL=${MODEL:-llamacpp:qwen2.5-0.5b}
 STRONG_MODEL=${STRONG_MODEL-llamacpp:qwen2.5-coder-1.5b}
 BEST_LOOPS=${BEST_LOOPS:-plan_execute}
-STAGES=${STAGES:-main_single ceiling_evidence no_retrieval ceiling_decomposition main_loop strong_single strong_best strong_ceiling ablation peers strong_peers strong_rest strong_ablation report}
+STAGES=${STAGES:-main_single ceiling_evidence ceiling_decomposition strong_single strong_best main_loop strong_ceiling strong_peers strong_rest no_retrieval ablation peers strong_ablation report}
 LOG=${LOG:-$HOME/.cache/rag_complexity_agents/benchmarks/end_to_end.log}
 read -r -a EXTRA <<<"${EXTRA_ARGS---set agents.stop=evidence}"
 
