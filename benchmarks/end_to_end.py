@@ -154,10 +154,10 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
 #: Rows that run a registered strategy with settings of their own: name → (strategy, the
 #: config overrides): the default with one of its parts switched.
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
-    "plan_execute_2_passages": ("plan_execute", {"answer.sub_passages": 2}),
-    "plan_execute_quote": ("plan_execute", {"agents.quote_evidence": "final"}),
     "plan_execute_votes": ("plan_execute", {"agents.bridge_votes": 5}),
     "plan_execute_mer": ("plan_execute", {"agents.mer": True}),
+    "plan_execute_2_passages": ("plan_execute", {"answer.sub_passages": 2}),
+    "plan_execute_quote": ("plan_execute", {"agents.quote_evidence": "final"}),
 }
 CEILINGS = ("gold_evidence", "gold_decomposition", "gold_bridges")
 ABLATIONS = ("no_retrieval", "self_ask_nar", "self_ask_sunar", "self_ask_sunar_mer")
@@ -207,8 +207,9 @@ def build_plan(
             "single_step",
             "gold_evidence",
             *best_loops,
-            *variants,
+            *variants[:2],
             *nar,
+            *variants[2:],
             "gold_decomposition",
             "gold_bridges",
             *PEERS,

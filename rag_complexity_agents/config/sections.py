@@ -428,8 +428,8 @@ class AgentsConfig(BaseModel):
         "loop that retrieved something: 'exemplar': one that contains a few-shot exemplar's "
         "answer no passage read supports; 'ungrounded': also one that shares no content word "
         "with any passage read; 'supported': also one that no passage read supports (the "
-        "passage holds the answer, every name of the question or of an on-topic "
-        "sub-question, and half of its content words; benchmarks/results/robustness.md). "
+        "passage holds half of the answer's content words and more than a third of those "
+        "of the question or of an on-topic sub-question; benchmarks/results/robustness.md). "
         "Not in the paper.",
     )
     structured_output: Literal["auto", "on", "off"] = Field(
