@@ -335,7 +335,7 @@ def bridge_hops(
     right = counted = 0
     for line in lines:
         record, steps = records.get(line["id"]), (line.get("trace") or {}).get("steps") or []
-        if record is None or len(record.decomposition) < 2:
+        if record is None or len(record.decomposition or ()) < 2:
             continue
         plan = [str(s.get("planned") or s.get("sub_question") or "") for s in steps]
         golds = [a for hop in record.decomposition[:-1] for a in hop.answers]

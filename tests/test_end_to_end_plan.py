@@ -238,3 +238,5 @@ def test_bridge_hops_count_planned_bridges_against_the_intermediate_answers(e2e:
     line = {"id": "q", "trace": {"steps": steps}}
     assert e2e.bridge_hops([line], {"q": record}) == {"n": 1, "right": 1}
     assert e2e.bridge_hops([{"id": "q", "trace": {}}], {"q": record}) is None
+    no_decomposition = QARecord(id="q", dataset="2wiki", question="?", answers=("x",))
+    assert e2e.bridge_hops([line], {"q": no_decomposition}) is None
