@@ -160,6 +160,13 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "plan_execute_quote": ("plan_execute", {"agents.quote_evidence": "final"}),
 }
 CEILINGS = ("gold_evidence", "gold_decomposition", "gold_bridges")
+
+
+def harness_strategy(name: str) -> str:
+    """The harness strategy a plan row runs (a variant's registered strategy)."""
+    return VARIANTS.get(name, (name, {}))[0]
+
+
 ABLATIONS = ("no_retrieval", "self_ask_nar", "self_ask_sunar", "self_ask_sunar_mer")
 PEERS = ("llamaindex_subquestion", "langgraph_react_agent")
 
@@ -738,7 +745,7 @@ def run_file(args: argparse.Namespace, config: Config, planned: Planned) -> Path
     runs_dir = Path(args.runs_dir or Path(args.cache) / "end_to_end_runs")
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", planned.model)
     label = dataset_label(planned.dataset, args.data)
-    fingerprint = run_fingerprint(config, planned.strategy, label)
+    fingerprint = run_fingerprint(config, harness_strategy(planned.strategy), label)
     return runs_dir / slug / f"{planned.dataset}__{planned.strategy}__{fingerprint}.jsonl"
 
 
@@ -814,7 +821,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
             try:
                 evaluate(
                     config_of(planned),
-                    VARIANTS.get(planned.strategy, (planned.strategy, {}))[0],
+                    harness_strategy(planned.strategy),
                     planned.dataset,
                     out=out,
                     limit=planned.limit,
