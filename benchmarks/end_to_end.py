@@ -69,6 +69,7 @@ from typing import Any, Literal
 
 from _common import ANALYSIS_END, ANALYSIS_START, REPO, machine, read_analysis
 
+from rag_complexity_agents.agents.context import derive_components
 from rag_complexity_agents.agents.plan_execute import is_bridge
 from rag_complexity_agents.config import Config, default_home
 from rag_complexity_agents.corpus.store import CorpusStore
@@ -818,15 +819,17 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
                 f"→ {out}",
                 flush=True,
             )
+            row_config = config_of(planned)
             try:
                 evaluate(
-                    config_of(planned),
+                    row_config,
                     harness_strategy(planned.strategy),
                     planned.dataset,
                     out=out,
                     limit=planned.limit,
                     progress=not args.quiet,
-                    components=parts,
+                    # a variant's graph is built from its components' config
+                    components=derive_components(parts, row_config),
                 )
             except RCAError as exc:  # e.g. a strategy that cannot run here: go on with the rest
                 print(f"error: {planned.dataset} × {planned.strategy}: {exc}", flush=True)
