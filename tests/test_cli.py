@@ -46,6 +46,7 @@ def test_index_is_idempotent_and_info_reports_it(home: Path, notes: Path) -> Non
     stats = report["collections"]["notes"]
     assert stats["rows"] == 3 and stats["graph"]["rows"] == 3
     assert any(m["name"] == "all-minilm-l6-v2" and m["installed"] for m in report["models"])
+    assert report["config"]["chat"] == "auto (qwen2.5-0.5b)"  # what auto picks (the suite's pin)
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
+from ..config import Config
 from ..config.pipelines import DEFAULT_PIPELINE, PIPELINES
-from ..errors import ConfigError
+from ..errors import ConfigError, ModelNotAvailable
 from .common import ConfigOption, SetOption, build_config, fail_cleanly, quiet_libraries
 
 
@@ -88,7 +89,7 @@ def info(
         "collections": {name: CorpusStore.open(name, cfg).stats() for name in names},
         "models": [asdict(m) for m in list_packaged_models(cfg.models.home)],
         "config": {
-            "chat": cfg.models.chat,
+            "chat": _chat_spec(cfg),
             "embedding": cfg.models.embedding,
             "scorer": cfg.models.scorer,
             "equivalence": cfg.models.equivalence,
@@ -120,3 +121,16 @@ def info(
     for name, description in report["pipelines"].items():
         mark = " (default)" if name == DEFAULT_PIPELINE else ""
         typer.echo(f"  {name}{mark}: {description}")
+
+
+def _chat_spec(cfg: Config) -> str:
+    """``models.chat``, with the model ``auto`` picks on this machine ('auto (none
+    installed)' when there is none)."""
+    from ..models.packaged import best_packaged_chat
+
+    if cfg.models.chat != "auto":
+        return cfg.models.chat
+    try:
+        return f"auto ({best_packaged_chat(cfg.models.home)})"
+    except ModelNotAvailable:
+        return "auto (none installed)"
