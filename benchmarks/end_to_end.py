@@ -213,11 +213,11 @@ def build_plan(
         nar = [f"{best_loops[0]}_nar"] if variants else []
         strong = [
             "single_step",
-            "gold_evidence",
             *best_loops,
             *variants[:2],
             *nar,
             *variants[2:],
+            "gold_evidence",
             "gold_decomposition",
             "gold_bridges",
             *PEERS,

@@ -39,8 +39,8 @@ def test_plan_orders_roles_and_gives_each_its_model_and_size(e2e: Any) -> None:
     # the strong model gets the ceilings too, so its loop's loss can be located
     assert [p.strategy for p in plan if p.role == "strong" and p.dataset == "musique"] == [
         "single_step",
-        "gold_evidence",
         "loop_x",
+        "gold_evidence",
         "gold_decomposition",
         "gold_bridges",
         *e2e.PEERS,
