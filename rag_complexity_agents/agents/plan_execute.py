@@ -26,6 +26,11 @@ plan (single-step through the loop). A plan is cut before a step that builds on 
 restating the whole question (:func:`beyond_the_question`): a one-fact question is then
 answered in one step, not given an invented second one.
 
+Two ways of reading a step, both measured as variant rows of the end-to-end benchmark and off
+by default: ``agents.bridge_votes`` (a step a later step builds on keeps the answer most of m
+answers agree on, :mod:`.votes`) and ``agents.quote_evidence`` (the last or every step copies
+the passage words that answer before its answer).
+
 Why this loop (not in the SUNAR paper, whose loops decide the next sub-question after each
 answer): the small packaged models ask one follow-up and stop, or repeat it, in Self-Ask
 (``benchmarks/results/decomposition_dev.md``), while the dataset's own sub-questions answered
@@ -44,12 +49,12 @@ from ..models.calls import ChatReply, sample_answers
 from ..models.llamacpp import LlamaCppChatModel
 from ..models.schemas import ShortAnswer, SubQuestionPlan
 from ..text import normalize_answer
-from .answer import answer_messages, answer_sub, held_by, shown_docs, step_query
+from .answer import QUOTE_TOKENS, answer_messages, answer_sub, held_by, shown_docs, step_query
 from .context import AgentContext
 from .parsers import clean_answer, clean_query, parse_plan
 from .prompts import plan_execute as prompt
 from .retrieve import UNANSWERED
-from .single_step import extract_short_answer
+from .single_step import extract_short_answer, quoted_answer
 from .state import AgentState, doc_from_record, merge_steps
 from .steps import Update, ask, costs, reasoning_path, same_query, step_limit, steps_of
 from .votes import VOTE_TEMPERATURE, vote
@@ -129,9 +134,8 @@ def _answer(state: AgentState, ctx: AgentContext) -> Update:
     step = int(state.get("pending_step", 0))
     plan = state.get("plan") or []
     quoting = ctx.agents.quote_evidence
-    update = answer_sub(
-        state, ctx, quote=quoting == "all" or (quoting == "final" and step == len(plan) - 1)
-    )
+    quote = quoting == "all" or (quoting == "final" and step == len(plan) - 1)
+    update = answer_sub(state, ctx, quote=quote)
     m = ctx.agents.bridge_votes
     if m < 2 or not is_bridge(plan, step):
         return update
@@ -140,18 +144,20 @@ def _answer(state: AgentState, ctx: AgentContext) -> Update:
         return update
     greedy = next(str(s.get("answer") or "") for s in steps_of(after) if s.get("index") == step)
     records = shown_docs(ctx, after, step)
-    messages = answer_messages(ctx, step_query(after, step), [doc_from_record(d) for d in records])
+    query = step_query(after, step)
+    docs = [doc_from_record(d) for d in records]
     samples = sample_answers(
         ctx.chat,
-        messages,
+        answer_messages(ctx, query, docs, quote=quote),
         m - 1,
         temperature=VOTE_TEMPERATURE,
         seed=1000 * (step + 1),
-        max_tokens=ctx.agents.answer_max_tokens,
+        max_tokens=ctx.agents.answer_max_tokens + (QUOTE_TOKENS if quote else 0),
     )
+    read = quoted_answer if quote else extract_short_answer
     outcome = vote(
-        [greedy, *(extract_short_answer(s) for s in samples)],
-        lambda a, b: ctx.parts.equivalence.equivalent(a, b, question=step_query(after, step)),
+        [greedy, *(read(s) for s in samples)],
+        lambda a, b: ctx.parts.equivalence.equivalent(a, b, question=query),
         lambda a: held_by(a, records),
     )
     record = {"index": step, "answer": outcome.answer, "vote": outcome.to_dict()}
