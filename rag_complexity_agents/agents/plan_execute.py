@@ -26,8 +26,8 @@ plan (single-step through the loop). A plan is cut before a step that builds on 
 restating the whole question (:func:`beyond_the_question`): a one-fact question is then
 answered in one step, not given an invented second one.
 
-Two ways of reading a step, both measured as variant rows of the end-to-end benchmark and off
-by default: ``agents.bridge_votes`` (a step a later step builds on keeps the answer most of m
+Two ways of reading a step, both variant rows of the end-to-end benchmark's plan and off by
+default: ``agents.bridge_votes`` (a step a later step builds on keeps the answer most of m
 answers agree on, :mod:`.votes`) and ``agents.quote_evidence`` (the last or every step copies
 the passage words that answer before its answer).
 
