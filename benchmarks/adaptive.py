@@ -93,7 +93,8 @@ def _spread(items: Sequence[Any], n: int) -> list[Any]:
 
 
 def mixed_sample(data: str, per_side: int) -> list[tuple[QARecord, dict[str, Any]]]:
-    """(record, raw JSON object) pairs: ``per_side`` SQuAD + ``per_side`` multi-hop questions."""
+    """(record, raw JSON object) pairs: ``per_side`` one-fact questions (SQuAD, NQ-open,
+    TriviaQA, a third each) + ``per_side`` multi-hop questions (MuSiQue, 2Wiki, HotpotQA)."""
     picked: list[tuple[QARecord, dict[str, Any]]] = []
 
     def raw_lines(path: Path) -> dict[str, dict[str, Any]]:
@@ -104,17 +105,22 @@ def mixed_sample(data: str, per_side: int) -> list[tuple[QARecord, dict[str, Any
                 out[str(obj["id"])] = obj
         return out
 
-    squad_file = resolve_dataset("squad", data)
-    squad = load_records(squad_file)
-    raw = raw_lines(squad_file)
-    by_article: dict[str, QARecord] = {}
-    for record in squad:  # first question of each article, then evenly spaced articles
-        by_article.setdefault(str(raw[record.id].get("title")), record)
-    picked += [(r, raw[r.id]) for r in _spread(list(by_article.values()), per_side)]
+    def shares(names: Sequence[str]) -> list[int]:
+        k = len(names)
+        return [per_side // k + (1 if i < per_side % k else 0) for i in range(k)]
 
-    names = list(MULTI_HOP_FILES)
-    shares = [per_side // len(names) + (1 if i < per_side % len(names) else 0) for i in range(3)]
-    for name, share in zip(names, shares, strict=True):
+    for name, share in zip(SINGLE_HOP_FILES, shares(list(SINGLE_HOP_FILES)), strict=True):
+        path = resolve_dataset(SINGLE_HOP_FILES[name], data)
+        records = load_records(path)
+        raw = raw_lines(path)
+        if name == "squad":  # the first question of each article, then evenly spaced articles
+            by_article: dict[str, QARecord] = {}
+            for record in records:
+                by_article.setdefault(str(raw[record.id].get("title")), record)
+            records = list(by_article.values())
+        picked += [(r, raw[r.id]) for r in _spread(records, share)]
+
+    for name, share in zip(MULTI_HOP_FILES, shares(list(MULTI_HOP_FILES)), strict=True):
         path = resolve_dataset(MULTI_HOP_FILES[name], data)
         records = [r for r in load_records(path) if r.paragraphs and r.supporting_ids]
         raw = raw_lines(path)
@@ -309,8 +315,8 @@ def per_side(
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(REPO / ".." / "shared" / "data"))
-    parser.add_argument("--model", default="llamacpp:qwen2.5-0.5b", help="chat model spec")
-    parser.add_argument("--per-side", type=int, default=30, help="single-hop (= multi-hop) n")
+    parser.add_argument("--model", default="llamacpp:qwen2.5-coder-1.5b", help="chat model spec")
+    parser.add_argument("--per-side", type=int, default=60, help="one-fact (= multi-hop) n")
     parser.add_argument("--c-strategy", default=DEFAULT_PIPELINE, help="harness strategy for C")
     parser.add_argument("--clf-per-dataset", type=int, default=150)
     parser.add_argument("--test-share", type=float, default=0.3)
