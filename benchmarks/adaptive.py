@@ -339,6 +339,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "--classifiers-only", action="store_true", help="part (i) only (no harness runs)"
     )
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "adaptive.json"))
+    parser.add_argument(
+        "--write-head",
+        action="store_true",
+        help="write the embedder head trained on part (i)'s training split into the package",
+    )
     parser.add_argument("--quiet", action="store_true")
     return parser.parse_args(list(argv))
 
@@ -444,11 +449,13 @@ def classifier_part(
     """Train/evaluate the three classifiers; returns them (for routing) and the score rows."""
     from rag_complexity_agents.complexity.adaptive.base import META_FILE, best_label, read_meta
     from rag_complexity_agents.complexity.adaptive.classifier import (
+        EmbeddingHeadClassifier,
         HeuristicClassifier,
         LLMZeroShotClassifier,
         TfidfClassifier,
         load_classifier,
     )
+    from rag_complexity_agents.complexity.adaptive.head import HEAD_FILE, fit_head
     from rag_complexity_agents.complexity.adaptive.training import train_classifier
     from rag_complexity_agents.complexity.adaptive.zero_shot import (
         ZERO_SHOT_EXAMPLES,
@@ -478,6 +485,22 @@ def classifier_part(
     started = time.perf_counter()
     tfidf = TfidfClassifier.train(train_pairs, seed=args.seed)
     tfidf_train_s = time.perf_counter() - started
+    embedder = parts.embedder
+    started = time.perf_counter()
+    head_data = {
+        "embedding": parts.config.models.embedding,
+        **fit_head(embedder.encode([q for q, _ in train_pairs]), [y for _, y in train_pairs]),
+        "trained": {
+            "labels": "dataset bias: SQuAD, NQ-open, TriviaQA → B; MuSiQue, 2Wiki, HotpotQA → C",
+            "n": len(train_pairs),
+            "command": "benchmarks/adaptive.py --write-head",
+        },
+    }
+    head_train_s = time.perf_counter() - started
+    head = EmbeddingHeadClassifier(lambda: embedder, head_data)
+    if args.write_head:
+        HEAD_FILE.write_text(json.dumps(head_data) + "\n", encoding="utf-8")
+        print(f"wrote {HEAD_FILE}", flush=True)
     inner = LLMZeroShotClassifier(parts.chat)
     prompt_key = hashlib.sha256(
         json.dumps([ZERO_SHOT_SYSTEM, ZERO_SHOT_EXAMPLES, inner.calibrate]).encode()
@@ -492,6 +515,7 @@ def classifier_part(
     rows = []
     for key, clf, n in (
         ("minilm", minilm, len(test)),
+        ("head", head, len(test)),
         ("tfidf", tfidf, len(test)),
         ("heuristic", HeuristicClassifier(), len(test)),
         ("llm", llm, min(args.llm_test, len(test))),
@@ -513,16 +537,24 @@ def classifier_part(
             row["train"] = read_meta(model_dir).get("train")
         if key == "tfidf":
             row["train"] = {"n": len(train_pairs), "seconds": round(tfidf_train_s, 2)}
+        if key == "head":
+            row["train"] = {"n": len(train_pairs), "seconds": round(head_train_s, 2)}
         if key == "llm":
             row["llm_calls_per_question"] = 1
         rows.append(row)
         print(f"classifier {key}: {row}", flush=True)
     if len(test) > args.llm_test:  # the neural/tf-idf scores on the LLM's subset, for a fair view
         n = args.llm_test
-        for key, clf in (("minilm", minilm), ("tfidf", tfidf)):
+        for key, clf in (("minilm", minilm), ("head", head), ("tfidf", tfidf)):
             pred = [best_label(p) for p in clf.predict_proba(questions[:n])]
             rows.append({"model": f"{key}@llm-subset", "n": n, **scores(gold[:n], pred)})
-    classifiers = {"minilm": minilm, "tfidf": tfidf, "heuristic": HeuristicClassifier(), "llm": llm}
+    classifiers = {
+        "minilm": minilm,
+        "head": head,
+        "tfidf": tfidf,
+        "heuristic": HeuristicClassifier(),
+        "llm": llm,
+    }
     return classifiers, rows, len(test)
 
 
@@ -550,7 +582,7 @@ def routing_part(
         route: per_side(dict.fromkeys(ids, route), runs, ids) for route in ROUTES
     }
     adaptive_rows = []
-    for key in ("minilm", "tfidf", "heuristic", "llm"):
+    for key in ("minilm", "head", "tfidf", "heuristic", "llm"):
         clf = classifiers[key]
         if key == "llm":  # classify the whole sample once (cached), even if runs are partial
             clf.predict_proba([r.question for r in records])

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from agent_fakes import Script, ScriptedChat
 from typer.testing import CliRunner
@@ -23,6 +24,11 @@ from rag_complexity_agents.complexity.adaptive.classifier import (
     TfidfClassifier,
     classifier_from_config,
     load_classifier,
+)
+from rag_complexity_agents.complexity.adaptive.head import (
+    HEAD_FILE,
+    EmbeddingHeadClassifier,
+    fit_head,
 )
 from rag_complexity_agents.complexity.adaptive.router import (
     build_router_graph,
@@ -262,6 +268,46 @@ def test_finetuning_lowers_the_loss_and_round_trips(tmp_path: Path) -> None:
     assert again[0] == pytest.approx(probs[0], abs=1e-5)
     via_config = classifier_from_config(Config(adaptive={"model_dir": str(tmp_path / "clf")}))
     assert isinstance(via_config, FineTunedClassifier)
+
+
+def test_fit_head_separates_two_labels() -> None:
+    rng = np.random.default_rng(0)
+    vectors = np.vstack([rng.normal(1.0, 0.3, (20, 4)), rng.normal(-1.0, 0.3, (20, 4))])
+    head = fit_head(vectors, ["B"] * 20 + ["C"] * 20)
+    clf = EmbeddingHeadClassifier(lambda: _Rows(vectors), {"embedding": "x", **head})
+    labels = [best_label(p) for p in clf.predict_proba([str(i) for i in range(40)])]
+    assert labels == ["B"] * 20 + ["C"] * 20
+    with pytest.raises(InputError, match="at least two"):
+        fit_head(vectors, ["B"] * 40)
+
+
+class _Rows:
+    """Hands out fixed rows, one per text ("0", "1", ...): the head's arithmetic alone."""
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self.rows = rows
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        return self.rows[[int(t) for t in texts]]
+
+
+def test_the_shipped_head_routes_on_the_packaged_embedder(embedder: Any) -> None:
+    """The router the package ships, on the real MiniLM: no training run, no LLM call."""
+    config = Config()
+    clf = classifier_from_config(config, embedder_factory=lambda: embedder)
+    assert isinstance(clf, EmbeddingHeadClassifier) and clf.llm_calls_per_question == 0
+    probs = clf.predict_proba(
+        [
+            "Who designed the Statue of Liberty?",
+            "In which country was the director of the film Spirited Away born?",
+        ]
+    )
+    assert [best_label(p) for p in probs] == ["B", "C"]
+    assert all(p["A"] == 0.0 for p in probs)  # dataset-bias labels: never A
+    with pytest.raises(ModelNotAvailable, match=r"models\.embedding"):
+        EmbeddingHeadClassifier.shipped(lambda: embedder, "some/other-model", HEAD_FILE)
+    with pytest.raises(ModelNotAvailable, match="needs the embedder"):
+        classifier_from_config(Config(adaptive={"classifier": "head"}))
 
 
 def test_tfidf_baseline_round_trips(tmp_path: Path) -> None:

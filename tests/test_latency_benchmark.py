@@ -125,6 +125,8 @@ def test_markdown_reports_the_new_fields(latency: ModuleType, tmp_path: Path) ->
         "warm_s": 2.0,
         "floor_s": 1.9,
         "ratio": 1.05,
+        "one_fact_warm_s": 1.5,
+        "multi_hop_warm_s": 2.5,
         "demo_warm_s": 2.1,
         "cold_s": 9.0,
         "cold_settle_s": 12.0,
@@ -151,6 +153,7 @@ def test_markdown_reports_the_new_fields(latency: ModuleType, tmp_path: Path) ->
     }
     data = {
         "command": "benchmarks/latency.py",
+        "chat_model": "auto (qwen2.5-coder-1.5b)",
         "machine": "test",
         "threads": 2,
         "questions": 1,
@@ -168,5 +171,41 @@ def test_markdown_reports_the_new_fields(latency: ModuleType, tmp_path: Path) ->
     latency.write_markdown(data, path)
     text = path.read_text()
     assert "idle. Load average" in text and "NON-IDLE" not in text  # own load 1.9 ignored
+    assert "chat model `auto (qwen2.5-coder-1.5b)`" in text and "| 1.5 | 2.5 |" in text
     assert "130.0/40.0 (2 thr.)" in text and "single_step 12.0 s" in text
     assert "(BM25 0.3 + graph 0.0 + query embedder 0.2 + Chroma 0.5 + first search 0.0)" in text
+
+
+def test_the_default_pipeline_is_held_to_its_floor_and_to_times_per_kind(
+    latency: ModuleType,
+) -> None:
+    def row(question: str, hops: int, warm: float) -> dict[str, object]:
+        counts = dict.fromkeys(
+            ("new_tokens", "reused_tokens", "decoded_tokens", "model_calls", "llm_calls"), 1
+        )
+        return {
+            "strategy": latency.DEFAULT_PIPELINE,
+            "question": question,
+            "hops": hops,
+            "demo": question == "demo",
+            "warm_s": warm,
+            "floor_s": warm / 1.2,
+            "retrieval_s": 0.0,
+            "llm_busy_s": warm,
+            **counts,
+        }
+
+    rows = [row("demo", 2, 9.0), row("one", 1, 3.0), row("two", 1, 5.0), row("multi", 3, 16.0)]
+    summary = latency.summarise(rows, {})
+    assert summary[0]["one_fact_warm_s"] == 4.0 and summary[0]["multi_hop_warm_s"] == 12.5
+    verdicts = {t["target"]: (t["limit"], t["met"]) for t in latency.targets(summary)}
+    default = latency.DEFAULT_PIPELINE
+    assert verdicts[f"{default} warm / floor"] == (1.1, False)  # 1.2 x its floor
+    assert verdicts[f"{default} one-fact warm s (mean)"] == (4.0, True)
+    assert verdicts[f"{default} multi-hop warm s (mean)"] == (15.0, True)
+
+
+def test_a_short_run_asks_one_fact_and_multi_hop_questions(latency: ModuleType) -> None:
+    asked = latency.questions(5)
+    assert asked[0] == (latency.DEMO_QUESTION, 2)
+    assert [hops == 1 for _, hops in asked[1:]] == [True, False, True, False]

@@ -135,6 +135,9 @@ def adaptive_predict(
     cfg = build_config(
         config, set_, **{"adaptive.classifier": model_dir, "adaptive.threshold": threshold}
     )
-    clf = classifier_from_config(cfg, chat_factory=lambda: Components(cfg).chat)
+    parts = Components(cfg)
+    clf = classifier_from_config(
+        cfg, chat_factory=lambda: parts.chat, embedder_factory=lambda: parts.embedder
+    )
     for row in route_report(clf, list(questions), cfg.adaptive.threshold):
         typer.echo(json.dumps(row, ensure_ascii=False))

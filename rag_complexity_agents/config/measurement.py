@@ -160,9 +160,11 @@ class AdaptiveConfig(BaseModel):
 
     classifier: str = Field(
         "auto",
-        description="'auto' (the trained model in model_dir if it exists, else the zero-shot "
-        "LLM), 'llm' (zero-shot chat model), 'heuristic' (no model), or a path to a directory "
-        "written by `rca adaptive train`.",
+        description="'auto' (the trained model in model_dir if it exists, else 'head', else "
+        "the zero-shot LLM), 'head' (the shipped logistic head on the embedder's vectors; not "
+        "in the paper: trained on dataset-bias labels, never predicts A), 'llm' (zero-shot "
+        "chat model), 'heuristic' (no model), or a path to a directory written by "
+        "`rca adaptive train`.",
     )
     model_dir: Path | None = Field(
         None, description="Trained classifier directory (None: <models.home>/adaptive/classifier)."

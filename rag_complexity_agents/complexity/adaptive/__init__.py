@@ -2,10 +2,10 @@
 LangGraph router over no retrieval (A), single-step retrieval (B) and a multi-step loop (C).
 
 Modules: :mod:`.labels` (automatic labels from harness run lines), :mod:`.classifier`
-(fine-tuned encoder, TF-IDF baseline, zero-shot LLM, heuristic), :mod:`.router` (the graph).
-:mod:`.pipeline` (the router over pipelines of the registry, wired to real components). The
-harness strategy ``adaptive`` and the labelling run live with the harness, in
-:mod:`rag_complexity_agents.eval.adaptive`.
+(fine-tuned encoder, the shipped embedder head of :mod:`.head`, TF-IDF baseline, zero-shot
+LLM, heuristic), :mod:`.router` (the graph), :mod:`.pipeline` (the router over pipelines of
+the registry, wired to real components). The harness strategy ``adaptive`` and the labelling
+run live with the harness, in :mod:`rag_complexity_agents.eval.adaptive`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from .base import ComplexityClassifier
 from .classifier import classifier_from_config, load_classifier
 from .finetuned import FineTunedClassifier
+from .head import EmbeddingHeadClassifier
 from .heuristic import HeuristicClassifier
 from .labels import LABELS, auto_label, bias_label, label_from_runs
 from .pipeline import build_adaptive_router
@@ -24,6 +25,7 @@ from .zero_shot import LLMZeroShotClassifier
 __all__ = [
     "LABELS",
     "ComplexityClassifier",
+    "EmbeddingHeadClassifier",
     "FineTunedClassifier",
     "HeuristicClassifier",
     "LLMZeroShotClassifier",

@@ -1,6 +1,6 @@
 """Query-complexity classifiers for Adaptive-RAG: A (no retrieval), B (single-step), C (multi-step).
 
-Four interchangeable classifiers, all with ``predict_proba(questions) -> list[dict[label, p]]``:
+Five interchangeable classifiers, all with ``predict_proba(questions) -> list[dict[label, p]]``:
 
 * :class:`FineTunedClassifier` (:mod:`.finetuned`) — a 3-class sequence classifier
   fine-tuned on CPU from a local encoder (default: the packaged all-MiniLM-L6-v2) by
@@ -16,6 +16,8 @@ Four interchangeable classifiers, all with ``predict_proba(questions) -> list[di
   reply that is parsed robustly; an unusable reply falls back to the heuristic.
 * :class:`HeuristicClassifier` (:mod:`.heuristic`) — surface cues of multi-hop questions
   (nested entities, comparisons, length); no model at all.
+* :class:`EmbeddingHeadClassifier` (:mod:`.head`) — the shipped logistic head on the
+  retrieval embedder's vectors: no training run, no LLM call.
 
 This module loads a classifier by spec (:func:`classifier_from_config`) and gathers the
 classifiers' public names in one place. Training data problems (empty, duplicate questions,
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING
 from ...errors import ModelNotAvailable
 from .base import META_FILE, ComplexityClassifier, read_meta
 from .finetuned import FineTunedClassifier
+from .head import EmbeddingHeadClassifier
 from .heuristic import HeuristicClassifier
 from .tfidf import TfidfClassifier
 from .zero_shot import LLMZeroShotClassifier
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
     from ...config import Config
+    from ...models.base import Embedder
 
 
 def default_model_dir(config: Config) -> Path:
@@ -56,22 +60,34 @@ def load_classifier(directory: str | Path, *, threads: int = 1) -> ComplexityCla
 
 
 def classifier_from_config(
-    config: Config, chat_factory: Callable[[], BaseChatModel] | None = None
+    config: Config,
+    chat_factory: Callable[[], BaseChatModel] | None = None,
+    embedder_factory: Callable[[], Embedder] | None = None,
 ) -> ComplexityClassifier:
     """The classifier ``adaptive.classifier`` names.
 
-    ``auto``: the trained model in :func:`default_model_dir` if one is there, else the
-    zero-shot LLM classifier (so the router works before anything is trained). ``llm`` needs
-    ``chat_factory`` (called lazily once); a path must hold a saved classifier.
+    ``auto``: the trained model in :func:`default_model_dir` if one is there, else the shipped
+    head (:mod:`.head`) when it fits ``models.embedding`` and ``embedder_factory`` is given,
+    else the zero-shot LLM classifier. ``head`` and ``llm`` need their factory (each called
+    lazily once); a path must hold a saved classifier.
     """
     spec = config.adaptive.classifier.strip()
     threads = config.adaptive.torch_threads
     if spec == "heuristic":
         return HeuristicClassifier()
-    if spec in {"auto", "llm"}:
+    if spec == "head" or spec == "auto":
         directory = default_model_dir(config)
         if spec == "auto" and (directory / META_FILE).is_file():
             return load_classifier(directory, threads=threads)
+        if embedder_factory is not None:
+            try:
+                return EmbeddingHeadClassifier.shipped(embedder_factory, config.models.embedding)
+            except ModelNotAvailable:
+                if spec == "head":
+                    raise
+        elif spec == "head":
+            raise ModelNotAvailable("the complexity head needs the embedder")
+    if spec in {"auto", "llm"}:
         if chat_factory is None:
             raise ModelNotAvailable("the zero-shot LLM classifier needs a chat model")
         return LLMZeroShotClassifier(chat_factory())

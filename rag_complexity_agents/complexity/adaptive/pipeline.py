@@ -6,9 +6,9 @@
 (:mod:`rag_complexity_agents.config.pipelines`), built from the same components, so they
 share the chat model and the collection (under the harness, also its LLM cache); the
 classifier is :func:`~.classifier.classifier_from_config` (the trained model in
-``adaptive.model_dir`` if present, else the zero-shot LLM). Everything loads on first use.
-The harness strategy ``adaptive`` is :func:`rag_complexity_agents.eval.adaptive.
-build_adaptive_strategy`.
+``adaptive.model_dir`` if present, else the shipped head on the collection's embedder).
+Everything loads on first use. The harness strategy ``adaptive`` is
+:func:`rag_complexity_agents.eval.adaptive.build_adaptive_strategy`.
 """
 
 from __future__ import annotations
@@ -60,7 +60,9 @@ def build_adaptive_router(
     def make_classifier() -> ComplexityClassifier:
         if classifier is not None:
             return classifier
-        return classifier_from_config(config, chat_factory=lambda: parts.chat)
+        return classifier_from_config(
+            config, chat_factory=lambda: parts.chat, embedder_factory=lambda: parts.embedder
+        )
 
     return build_router_graph(
         make_classifier,
