@@ -21,6 +21,7 @@ def test_defaults_are_the_cpu_preset_and_the_paper_preset_the_papers() -> None:
         10,
     )
     assert (paper.mer.l, paper.answer.sub_passages) == (10, 10)
+    assert (paper.asu.rescore, paper.grade.binning) == ("paper", "per_hop")
     assert set(PRESETS) == {"cpu", "paper"}
     with pytest.raises(ConfigError, match="unknown preset 'gpu'"):
         Config.preset("gpu")

@@ -54,6 +54,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "mer.max_tokens": 256,
         "mer.max_evidence_chars": 700,
         "answer.sub_passages": 10,
+        "asu.rescore": "paper",
+        "grade.binning": "per_hop",
     },
 }
 """Named starting points: ``cpu`` is the fields' defaults (a SUNAR run with the paper's

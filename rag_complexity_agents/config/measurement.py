@@ -46,9 +46,13 @@ class GradeConfig(BaseModel):
         4,
         ge=1,
         le=10,
-        description="D_r quantile bins (paper: quartiles). Not in the paper: the bin edges are "
-        "quantiles over all questions, while the paper bins D_r within each hop level "
-        "(difficulty_matrix(..., binning='per_hop') bins the paper's way).",
+        description="D_r quantile bins (paper: quartiles).",
+    )
+    binning: Literal["global", "per_hop"] = Field(
+        "global",
+        description="Where the D_r bin edges come from: 'per_hop' (the paper's way: the "
+        "quantiles within each hop level) or 'global' (the quantiles over all questions, so "
+        "every hop level shares the bins). Not in the paper: the default 'global'.",
     )
     metric: str = Field(
         "acc",

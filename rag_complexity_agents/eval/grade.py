@@ -66,7 +66,7 @@ def matrix_for_run(
     )
     if not inputs.items:
         raise InputError(f"no question of {run} has hops, supporting paragraphs and a metric")
-    matrix = difficulty_matrix(inputs.items, n_bins=grade.n_dr_bins)
+    matrix = difficulty_matrix(inputs.items, n_bins=grade.n_dr_bins, binning=grade.binning)
     matrix.extra["skipped"] = inputs.skipped
     matrix.extra["metric"] = grade.metric
     matrix.extra["aggregation"] = grade.aggregation
