@@ -145,6 +145,10 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
         )
     },
     "plan_execute_nar": ("Plan-and-execute + NAR", (*_NAR, *_PLAN[len(_RETRIEVAL) :])),
+    "adaptive": (
+        "Router (shipped head): single-step or plan-and-execute",
+        (*_PLAN, "adaptive.classifier", "adaptive.c_strategy"),
+    ),
     "plan_execute_sunar": ("Plan-and-execute + SUNAR", _SUNAR),
     "llamaindex_subquestion": ("Peer: LlamaIndex SubQuestionQueryEngine", _RETRIEVAL),
     "langgraph_react_agent": (
@@ -203,7 +207,7 @@ def build_plan(
     limits = {**ROLE_LIMITS, **(limits or {})}
     ablations = [s for s in ABLATIONS if s not in best_loops]
     by_role: list[tuple[Role, str, Sequence[str]]] = [
-        ("main", model, ["single_step", *best_loops]),
+        ("main", model, ["single_step", *best_loops, "adaptive"]),
         ("ceiling", model, CEILINGS),
         ("ablation", model, ablations),
         ("peer", model, PEERS),
@@ -214,6 +218,7 @@ def build_plan(
         strong = [
             "single_step",
             *best_loops,
+            "adaptive",
             *variants[:2],
             *nar,
             *variants[2:],

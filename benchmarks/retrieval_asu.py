@@ -6,10 +6,13 @@ sizes unless given (b = 2, c = 8, first stage R = 20, m = 3 samples of at most 1
 passages cut to 300 characters). Rows per scorer:
 
 * ``nar``: Algorithm 1 alone;
-* ``sunar``: NAR with ASU re-scoring every batch by the library's rule (``asu.rescore``,
-  default ``batch``: 1/s on the batch's min-max normalised scores);
-* ``sunar (score - ln s)``: the same samples with the rule the library used before, a fixed
-  shift of ln s in the scorer's units (for reference: it depends on the scorer's scale).
+* ``sunar``: NAR with ASU re-scoring every batch by the library's default rule
+  (``asu.rescore = batch``: 1/s on the batch's min-max normalised scores; not the paper's);
+* ``sunar (paper: score / s)``: the same samples, every score divided by s (the paper's rule,
+  ``asu.rescore = paper``);
+* ``sunar (LLM judge)``: the default rule with answers clustered by the chat model's
+  two-way entailment judgement (``models.equivalence = llm``, the paper's bidirectional
+  entailment) instead of the lexical match.
 
 Sub-questions use the ``union`` pool (their own list and the original question's), original
 questions their own list. ``ASU batches`` counts the batches re-scored (memoised samples
@@ -17,13 +20,13 @@ included), ``s/query`` the wall time per query.
 
 Samples are memoised per prompt, so the SUNAR variants share the LLM's answers wherever they
 score the same batch. Recall is measured at 5 and 10 on the paragraphs' ids; Δ is the paired
-difference against ``nar`` with a bootstrap 95% interval.
+difference against ``nar`` (and, for the paper's rule and the judge, against ``sunar``) with a
+bootstrap 95% interval.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import platform
 import time
@@ -34,25 +37,17 @@ import numpy as np
 
 from rag_complexity_agents.config import Config, ModelsConfig
 from rag_complexity_agents.models.chat import load_chat_model
-from rag_complexity_agents.models.equivalence import LexicalEquivalence
-from rag_complexity_agents.retrieval.asu import AnswerSemanticUncertainty, draw_samples
-from rag_complexity_agents.retrieval.nar import BatchFeedback, BatchHook, NARParams
+from rag_complexity_agents.models.equivalence import LexicalEquivalence, LLMJudgeEquivalence
+from rag_complexity_agents.retrieval.asu import (
+    AnswerSemanticUncertainty,
+    RescoreMode,
+    draw_samples,
+)
+from rag_complexity_agents.retrieval.nar import BatchHook, NARParams
 from rag_complexity_agents.retrieval.sunar import SunarRetriever
 from rag_complexity_agents.types import ScoredDoc
 
 Sampler = Callable[[Any, int], list[str]]
-
-
-class ShiftRescore:
-    """The log-shift ASU rule as a batch hook: every score of the batch minus ln s."""
-
-    def __init__(self, asu: AnswerSemanticUncertainty) -> None:
-        self.asu = asu
-
-    def __call__(self, query: str, batch: Sequence[ScoredDoc], batch_index: int) -> BatchFeedback:
-        result = self.asu.uncertainty(query, batch, batch_index)
-        scores = np.asarray([d.score for d in batch], dtype=np.float64) - math.log(result.s)
-        return BatchFeedback(scores, {**result.to_dict(), "rescore": "shift"})
 
 
 def memo_sampler(chat: Any, *, temperature: float, max_tokens: int, seed: int) -> Sampler:
@@ -95,17 +90,23 @@ def run_asu(
     params = NARParams(b=args.asu_b, c=args.asu_c, neighbours_per_doc=args.neighbours)
     rows: list[dict[str, Any]] = []
     for scorer_name, scorer in scorers.items():
-        asu = AnswerSemanticUncertainty(
-            LexicalEquivalence(),
-            sampler=sampler,
-            m=args.asu_m,
-            max_passage_chars=args.asu_passage_chars,
-        )
+
+        def asu(equivalence: Any, rescore: RescoreMode = "batch") -> AnswerSemanticUncertainty:
+            return AnswerSemanticUncertainty(
+                equivalence,
+                sampler=sampler,
+                m=args.asu_m,
+                rescore_mode=rescore,
+                max_passage_chars=args.asu_passage_chars,
+            )
+
         hooks: dict[str, BatchHook | None] = {
             "nar": None,
-            "sunar": asu,
-            "sunar (score - ln s)": ShiftRescore(asu),
+            "sunar": asu(LexicalEquivalence()),
+            "sunar (paper: score / s)": asu(LexicalEquivalence(), "paper"),
         }
+        if args.asu_judge:
+            hooks["sunar (LLM judge)"] = asu(LLMJudgeEquivalence(chat))
         per: dict[str, dict[str, list[float]]] = {}
         for label, hook in hooks.items():
             retriever = SunarRetriever(
@@ -141,11 +142,13 @@ def run_asu(
             )
             print(f"  asu {scorer_name} {label}: {rows[-1]}", flush=True)
         for row in rows[-len(hooks) :]:
-            if row["strategy"] == "nar":
-                continue
-            for name, key in (("recall_at_5", "r5"), ("recall_at_10", "r10")):
-                diffs = np.asarray(per[row["strategy"]][key]) - np.asarray(per["nar"][key])
-                row[f"{name}_vs_nar"] = bootstrap(diffs, args.bootstrap, args.seed)
+            against = [] if row["strategy"] == "nar" else ["nar"]
+            if row["strategy"] not in ("nar", "sunar"):
+                against.append("sunar")
+            for base in against:
+                for name, key in (("recall_at_5", "r5"), ("recall_at_10", "r10")):
+                    diffs = np.asarray(per[row["strategy"]][key]) - np.asarray(per[base][key])
+                    row[f"{name}_vs_{base}"] = bootstrap(diffs, args.bootstrap, args.seed)
     return {
         "queries": f"musique/{args.asu_queries}",
         "n_queries": len(queries),
@@ -157,7 +160,7 @@ def run_asu(
         "m": args.asu_m,
         "max_tokens": args.asu_max_tokens,
         "max_passage_chars": args.asu_passage_chars,
-        "equivalence": "lexical",
+        "equivalence": "lexical (the LLM judge row: the chat model)",
         "collection": args.asu_collection,
         "rows": rows,
         "command": "python benchmarks/retrieval.py " + " ".join(args.argv),
@@ -192,14 +195,16 @@ def render_asu(section: dict[str, Any]) -> list[str]:
         f"equivalence; corpus: {corpus}. Δ = paired difference against `nar` in points, "
         "bootstrap 95% interval.",
         "",
-        "| scorer | strategy | R@5 | Δ R@5 vs nar | R@10 | Δ R@10 vs nar | ASU batches | s/query |",
-        "|---|---|---|---|---|---|---|---|",
+        "| scorer | strategy | R@5 | Δ R@5 vs nar | Δ R@5 vs sunar | R@10 | Δ R@10 vs nar | "
+        "Δ R@10 vs sunar | ASU batches | s/query |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in section["rows"]:
         lines.append(
             f"| {r['scorer']} | {r['strategy']} | {_pct(r['recall_at_5'])} | "
-            f"{_delta(r.get('recall_at_5_vs_nar'))} | {_pct(r['recall_at_10'])} | "
-            f"{_delta(r.get('recall_at_10_vs_nar'))} | {r['asu_batches']} | "
+            f"{_delta(r.get('recall_at_5_vs_nar'))} | {_delta(r.get('recall_at_5_vs_sunar'))} | "
+            f"{_pct(r['recall_at_10'])} | {_delta(r.get('recall_at_10_vs_nar'))} | "
+            f"{_delta(r.get('recall_at_10_vs_sunar'))} | {r['asu_batches']} | "
             f"{r['seconds_per_query']} |"
         )
     lines.append("")
@@ -230,6 +235,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--asu-m", type=int, default=3)
     parser.add_argument("--asu-max-tokens", type=int, default=12)
     parser.add_argument("--asu-passage-chars", type=int, default=300)
+    parser.add_argument(
+        "--asu-judge",
+        action="store_true",
+        help="add the row that clusters by the chat model's two-way entailment judgement",
+    )
 
 
-__all__ = ["ShiftRescore", "add_arguments", "memo_sampler", "render_asu", "run_asu"]
+__all__ = ["add_arguments", "memo_sampler", "render_asu", "run_asu"]

@@ -40,6 +40,7 @@ def test_plan_orders_roles_and_gives_each_its_model_and_size(e2e: Any) -> None:
     assert [p.strategy for p in plan if p.role == "strong" and p.dataset == "musique"] == [
         "single_step",
         "loop_x",
+        "adaptive",
         "gold_evidence",
         "gold_decomposition",
         "gold_bridges",
