@@ -82,6 +82,7 @@ from rag_complexity_agents.eval.datasets import (
     load_records,
     resolve_dataset,
 )
+from rag_complexity_agents.eval.metrics import paired_difference
 from rag_complexity_agents.models.cache import CacheEntry, LLMCallCache
 from rag_complexity_agents.retrieval.first_stage import HybridFirstStage
 
@@ -327,9 +328,12 @@ def evaluate_rows(
 ) -> list[dict[str, Any]]:
     rows = []
     gold = [x.label for x in test]
+    right: dict[str, list[float]] = {}
     for method in METHODS:
         c = calibrate(cal, method)
-        m = classification_metrics(predict(test, c.T_ans, c.T_com, method), gold)
+        predicted = predict(test, c.T_ans, c.T_com, method)
+        right[method] = [float(p == g) for p, g in zip(predicted, gold, strict=True)]
+        m = classification_metrics(predicted, gold)
         paper_m = classification_metrics(predict(test, 0.15, 0.80, method), gold)
         rows.append(
             {
@@ -351,6 +355,15 @@ def evaluate_rows(
                 },
             }
         )
+    # does completeness add to answerability: accuracy of rrcp minus ans_only, paired
+    gain = paired_difference(right["rrcp"], right["ans_only"]) if test else None
+    for row in rows:
+        if row["method"] == "rrcp" and gain is not None:
+            row["accuracy_vs_ans_only"] = {
+                "delta": round(gain.mean, 4),
+                "ci_low": round(gain.lo, 4),
+                "ci_high": round(gain.hi, 4),
+            }
     return rows
 
 
@@ -412,6 +425,15 @@ def correlation_rows(
 # --------------------------------------------------------------------------------------------
 
 
+def gain(entry: dict[str, float] | None) -> str:
+    """A paired accuracy difference in points with its interval, or a dash."""
+    if not entry:
+        return "–"
+    return (
+        f"{entry['delta'] * 100:+.1f} [{entry['ci_low'] * 100:+.1f}, {entry['ci_high'] * 100:+.1f}]"
+    )
+
+
 def fmt(value: Any) -> str:
     if value is None:
         return "–"
@@ -445,14 +467,16 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         "(0.15, 0.80) without calibration. The LLM baseline uses P(yes) >= 0.5. LLM rows "
         "of a run still in progress cover the questions scored so far (`n of planned`); "
         "s/q: seconds per question of the LLM evaluator (all its passages; shared machine, "
-        "an upper bound). The paper's Table 3 is not shown beside these rows: it separates "
+        "an upper bound). `Δ acc vs ans_only`: the rrcp row's accuracy minus Answerability "
+        "alone on the same questions, paired bootstrap 95% interval (does completeness add?). "
+        "The paper's Table 3 is not shown beside these rows: it separates "
         "one-hop from multi-hop questions within MuSiQue and HotpotQA (GenEval T5-XXL "
         "evaluator), while the negatives here are SQuAD questions, another dataset, so a "
         "classifier can also tell the classes apart by dataset style.",
         "",
-        "| dataset | evaluator | model | method | n | accuracy | F1 | T_ans | T_com "
-        "| paper T: acc / F1 | s/q |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| dataset | evaluator | model | method | n | accuracy | Δ acc vs ans_only | F1 | T_ans "
+        "| T_com | paper T: acc / F1 | s/q |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in result["rows"]:
         pt = row.get("paper_thresholds") or {}
@@ -462,8 +486,8 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         model = str(row.get("model", "–")).removeprefix("llamacpp:")
         lines.append(
             f"| {row['dataset']} | {row.get('evaluator', '–')} | {model} | {row['method']} | "
-            f"{n} | {fmt(row['accuracy'])} | {fmt(row['f1'])} | "
-            f"{fmt(row.get('T_ans'))} | {fmt(row.get('T_com'))} | "
+            f"{n} | {fmt(row['accuracy'])} | {gain(row.get('accuracy_vs_ans_only'))} | "
+            f"{fmt(row['f1'])} | {fmt(row.get('T_ans'))} | {fmt(row.get('T_com'))} | "
             f"{fmt(pt.get('accuracy'))} / {fmt(pt.get('f1'))} | "
             f"{fmt(row.get('seconds_per_question'))} |"
         )
@@ -525,6 +549,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="chat model(s) of the LLM rows, comma-separated (scored one after the other)",
     )
     parser.add_argument("--no-llm", action="store_true", help="lexical evaluator only")
+    parser.add_argument(
+        "--llm-rows",
+        default="",
+        help="score with the LLM only these rows' questions (comma-separated, e.g. "
+        "musique_subq); the others' LLM rows come from the cache",
+    )
     parser.add_argument(
         "--cached-only",
         action="store_true",
@@ -667,16 +697,14 @@ def _csv(value: str) -> list[str]:
 def llm_sets(
     rows_items: dict[str, list[Item]], args: argparse.Namespace
 ) -> dict[str, tuple[list[Item], list[Item]]]:
-    """Per dataset (not ``musique_subq``): the LLM evaluator's questions (the first
-    ``--n-llm`` of each class) and the LLM baseline's (the reported half of the first
-    ``--n-baseline`` of each class)."""
+    """Per dataset: the LLM evaluator's questions (the first ``--n-llm`` of each class) and
+    the LLM baseline's (the reported half of the first ``--n-baseline`` of each class)."""
     return {
         dataset: (
             subset_per_class(items, args.n_llm),
             split(subset_per_class(items, args.n_baseline))[1],
         )
         for dataset, items in rows_items.items()
-        if dataset != "musique_subq"
     }
 
 
@@ -703,6 +731,11 @@ def score_with_llm(
     dataset with one model; ``checkpoint`` (write the results so far) runs after every
     ``every`` newly scored questions and at the end."""
     sets = llm_sets(rows_items, args)
+    if args.llm_rows:
+        unknown = set(_csv(args.llm_rows)) - set(sets)
+        if unknown:
+            raise SystemExit(f"--llm-rows: no row {sorted(unknown)}; rows: {', '.join(sets)}")
+        sets = {dataset: sets[dataset] for dataset in _csv(args.llm_rows)}
     steps: list[tuple[str, list[Item], Callable[[Item], CacheEntry | None]]] = [
         ("llm baseline", round_robin([b for _, b in sets.values()]), llm.baseline),
         ("llm evaluator", round_robin([e for e, _ in sets.values()]), llm.evaluator),
