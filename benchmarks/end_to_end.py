@@ -62,7 +62,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -72,6 +72,7 @@ from _common import ANALYSIS_END, ANALYSIS_START, REPO, machine, read_analysis
 from rag_complexity_agents.agents.context import derive_components
 from rag_complexity_agents.agents.plan_execute import is_bridge
 from rag_complexity_agents.config import Config, default_home
+from rag_complexity_agents.config.pipelines import DEFAULT_PIPELINE
 from rag_complexity_agents.corpus.store import CorpusStore
 from rag_complexity_agents.errors import RCAError
 from rag_complexity_agents.eval.datasets import (
@@ -422,10 +423,11 @@ def attach_comparisons(
 def pooled_comparisons(
     rows: Sequence[dict[str, Any]], lines: dict[int, list[dict[str, Any]]], best_loop: str | None
 ) -> list[dict[str, Any]]:
-    """The best loop against every other non-ceiling strategy of the same model, pooled over
-    both datasets (paired on the questions both answered, 268 when both rows are complete):
-    ``{"strategy", "vs", "model", "n", "delta", "ci_low", "ci_high"}``. Only strategies with
-    a row with per-question lines on every dataset take part."""
+    """The default pipeline and the best loop, each against every other non-ceiling strategy
+    of the same model, pooled over both datasets (paired on the questions both answered, 268
+    when both rows are complete): ``{"strategy", "vs", "model", "n", "delta", "ci_low",
+    "ci_high"}``. Only strategies with a row with per-question lines on every dataset take
+    part."""
 
     def pooled_lines(model: str, strategy: str) -> list[dict[str, Any]] | None:
         found = [
@@ -436,31 +438,44 @@ def pooled_comparisons(
         return [line for part in found for line in part] if len(found) == len(DATASETS) else None
 
     out: list[dict[str, Any]] = []
+    references = [s for s in dict.fromkeys((DEFAULT_PIPELINE, best_loop)) if s]
     for model in dict.fromkeys(row["model"] for row in rows):
-        ours = pooled_lines(model, best_loop) if best_loop else None
-        if ours is None:
+        for reference in references:
+            out += _pooled_against(model, reference, rows, pooled_lines)
+    return out
+
+
+def _pooled_against(
+    model: str,
+    reference: str,
+    rows: Sequence[dict[str, Any]],
+    pooled_lines: Callable[[str, str], list[dict[str, Any]] | None],
+) -> list[dict[str, Any]]:
+    ours = pooled_lines(model, reference)
+    if ours is None:
+        return []
+    out: list[dict[str, Any]] = []
+    others = dict.fromkeys(
+        r["strategy"]
+        for r in rows
+        if r["model"] == model and r["strategy"] not in (reference, *CEILINGS)
+    )
+    for other in others:
+        base = pooled_lines(model, other)
+        if base is None:
             continue
-        others = dict.fromkeys(
-            r["strategy"]
-            for r in rows
-            if r["model"] == model and r["strategy"] not in (best_loop, *CEILINGS)
+        comparison = paired(ours, base)
+        out.append(
+            {
+                "strategy": reference,
+                "vs": other,
+                "model": model,
+                "n": comparison["n"],
+                "delta": comparison["delta"],
+                "ci_low": comparison["ci_low"],
+                "ci_high": comparison["ci_high"],
+            }
         )
-        for other in others:
-            base = pooled_lines(model, other)
-            if base is None:
-                continue
-            comparison = paired(ours, base)
-            out.append(
-                {
-                    "strategy": best_loop,
-                    "vs": other,
-                    "model": model,
-                    "n": comparison["n"],
-                    "delta": comparison["delta"],
-                    "ci_low": comparison["ci_low"],
-                    "ci_high": comparison["ci_high"],
-                }
-            )
     return out
 
 
@@ -470,12 +485,14 @@ def _pooled_lines(result: dict[str, Any]) -> list[str]:
         return []
     return [
         "",
-        f"Pooled over both datasets (paired on the questions both answered): "
-        f"`{result['best_loop']}` against",
+        "Pooled over both datasets (paired on the questions both answered):",
         "",
-        "| model | vs | n | Δ cover-EM [paired 95% CI] |",
-        "|---|---|---|---|",
-        *(f"| {_short_model(p['model'])} | {p['vs']} | {p['n']} | {_delta(p)} |" for p in pooled),
+        "| model | strategy | vs | n | Δ cover-EM [paired 95% CI] |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {_short_model(p['model'])} | {p['strategy']} | {p['vs']} | {p['n']} | {_delta(p)} |"
+            for p in pooled
+        ),
     ]
 
 
