@@ -23,8 +23,9 @@
 #     paper's loops not named here). Keep the value fixed between calls
 #   STAGES [all, in this order]: main_single ceiling_evidence ceiling_decomposition
 #     strong_single strong_best main_loop strong_ceiling strong_peers strong_rest
-#     no_retrieval ablation peers strong_ablation report (strong_best: the first best loop
-#     with the strong model; strong_ceiling: the ceilings with it; strong_peers: the peer
+#     strong_router main_router no_retrieval ablation peers strong_ablation report
+#     (strong_best: the first best loop with the strong model; *_router: the router row
+#     (single-step or the best loop); strong_ceiling: the ceilings with it; strong_peers: the peer
 #     rows with it;
 #     strong_rest: its other rows, i.e. the other best loops and the best loop's variants;
 #     strong_ablation: the ablation rows with it)
@@ -42,7 +43,7 @@ NICE=${NICE:-5}
 MODEL=${MODEL:-llamacpp:qwen2.5-0.5b}
 STRONG_MODEL=${STRONG_MODEL-llamacpp:qwen2.5-coder-1.5b}
 BEST_LOOPS=${BEST_LOOPS:-plan_execute}
-STAGES=${STAGES:-main_single ceiling_evidence ceiling_decomposition strong_single strong_best main_loop strong_ceiling strong_peers strong_rest no_retrieval ablation peers strong_ablation report}
+STAGES=${STAGES:-main_single ceiling_evidence ceiling_decomposition strong_single strong_best main_loop strong_router main_router strong_ceiling strong_peers strong_rest no_retrieval ablation peers strong_ablation report}
 LOG=${LOG:-$HOME/.cache/rag_complexity_agents/benchmarks/end_to_end.log}
 read -r -a EXTRA <<<"${EXTRA_ARGS---set agents.stop=evidence}"
 
@@ -74,8 +75,10 @@ for name in $STAGES; do
     no_retrieval) stage "$name" --roles ablation --strategies no_retrieval --models "$MODEL" ;;
     ceiling_decomposition) stage "$name" --roles ceiling --strategies gold_decomposition,gold_bridges ;;
     main_loop) stage "$name" --roles main --strategies "$BEST_LOOPS" ;;
+    main_router) stage "$name" --roles main --strategies adaptive ;;
     strong_single) [ -n "$STRONG_MODEL" ] && stage "$name" --roles strong --strategies single_step ;;
     strong_best) [ -n "$STRONG_MODEL" ] && stage "$name" --roles strong --strategies "${BEST_LOOPS%%,*}" ;;
+    strong_router) [ -n "$STRONG_MODEL" ] && stage "$name" --roles strong --strategies adaptive ;;
     strong_ceiling) [ -n "$STRONG_MODEL" ] && stage "$name" --roles strong --strategies gold_evidence,gold_decomposition,gold_bridges ;;
     ablation) stage "$name" --roles ablation --models "$MODEL" ;;
     strong_ablation) [ -n "$STRONG_MODEL" ] && stage "$name" --roles ablation --models "$STRONG_MODEL" ;;
