@@ -22,8 +22,8 @@
 #     (end_to_end.md); Self-Ask + SUNAR is an ablation row (n = 50; the ablation rows are the
 #     paper's loops not named here). Keep the value fixed between calls
 #   STAGES [all, in this order]: main_single ceiling_evidence ceiling_decomposition
-#     strong_single strong_best main_loop strong_ceiling strong_peers strong_rest
-#     strong_router main_router no_retrieval ablation peers strong_ablation report
+#     strong_single strong_best main_loop strong_router main_router strong_ceiling
+#     strong_peers strong_rest no_retrieval ablation peers strong_ablation report
 #     (strong_best: the first best loop with the strong model; *_router: the router row
 #     (single-step or the best loop); strong_ceiling: the ceilings with it; strong_peers: the peer
 #     rows with it;
