@@ -127,6 +127,7 @@ def matrices(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     edges = quantile_edges(all_dr, config.grade.n_dr_bins)
     out: dict[str, Any] = {"dr_edges": edges, "dataset_questions": len(all_dr)}
     per_row: dict[str, Any] = {}
+    aggregations: list[dict[str, Any]] = []
     not_run: list[str] = []
     order = [r.id for r in load_records(dataset)]
     for planned, run in plan_rows(args):
@@ -156,9 +157,77 @@ def matrices(args: argparse.Namespace, config: Config) -> dict[str, Any]:
             accuracy=round(sum(i.correct for i in inputs.items) / len(inputs.items), 4),
         )
         per_row[name] = {"matrix": matrix, "data": data}
+        if planned.model == args.strong_model and planned.strategy in AGGREGATION_ROWS:
+            aggregations += aggregation_rows(name, rows, supports, embedder, config)
+    out["aggregations"] = aggregations
     out["strategies"] = per_row
     out["not_run"] = not_run
     return out
+
+
+AGGREGATION_ROWS = ("single_step", "plan_execute")
+"""The strong model's rows on which min, mean and power D_r are compared."""
+
+
+def aggregation_rows(
+    name: str, rows: list[dict[str, Any]], supports: Any, embedder: Any, config: Config
+) -> list[dict[str, Any]]:
+    """The paper's Table 3 comparison on one run: for each D_r aggregation, the matrix with
+    D_r binned within each hop level (the paper's way) and its correlations."""
+    out = []
+    for aggregation in ("min", "mean", "power"):
+        inputs = difficulty_items(
+            rows,
+            supports,
+            embedder,
+            aggregation=aggregation,
+            p=config.grade.p,
+            metric=config.grade.metric,
+        )
+        matrix = difficulty_matrix(inputs.items, n_bins=config.grade.n_dr_bins, binning="per_hop")
+        data = matrix.to_dict()
+        out.append(
+            {
+                "row": name,
+                "aggregation": aggregation,
+                "p": config.grade.p if aggregation == "power" else None,
+                "binning": "per_hop",
+                "n": data["n"],
+                "r_bin_by_hop": data["r_bin_by_hop"],
+                "r_bin_diagonal": data["r_bin_diagonal"],
+                "pearson_dr_accuracy_all": data["pearson_dr_accuracy_all"],
+            }
+        )
+    return out
+
+
+def aggregation_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """The D_r aggregation table (the paper's Table 3 comparison)."""
+
+    def r(value: Any) -> str:
+        return "—" if value is None else f"{value:+.2f}"
+
+    hops = sorted({h for row in rows for h in row["r_bin_by_hop"]}, key=int)
+    lines = [
+        "### D_r aggregation: min, mean and power (the paper's Table 3 comparison)",
+        "",
+        "The strong model's rows; D_r binned within each hop level (the paper's way); bin-level "
+        "r per hop row (positive = error rises with D_r) and item-level r of D_r with "
+        "correctness over all questions (negative = harder, more often wrong). Power: p = "
+        f"{next((row['p'] for row in rows if row['p'] is not None), '–')}.",
+        "",
+        "| row | aggregation | n | "
+        + " | ".join(f"bin r, {h} hops" for h in hops)
+        + " | bin r, diagonal | item r |",
+        "|---|---|---|" + "---|" * (len(hops) + 2),
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['row']} | {row['aggregation']} | {row['n']} | "
+            + " | ".join(r(row["r_bin_by_hop"].get(h)) for h in hops)
+            + f" | {r(row['r_bin_diagonal'])} | {r(row['pearson_dr_accuracy_all'])} |"
+        )
+    return [*lines, ""]
 
 
 def generation(args: argparse.Namespace, config: Config) -> dict[str, Any]:
@@ -273,6 +342,8 @@ def markdown(results: dict[str, Any], primary: str, previous: str | None) -> str
         "The full matrix of every row is in `grade.json`.",
         "",
     ]
+    if results.get("aggregations"):
+        lines += aggregation_markdown(results["aggregations"])
     if results.get("not_run"):
         lines += [
             "End-to-end rows without a run file when the matrices were computed: "
@@ -336,6 +407,11 @@ def main(argv: list[str] | None = None) -> int:
         "they decide which run file is each row's); --data, --cache and --model are passed on",
     )
     parser.add_argument("--primary", default="single_step")
+    parser.add_argument(
+        "--strong-model",
+        default="llamacpp:qwen2.5-coder-1.5b",
+        help="the model whose single-step and plan-and-execute rows compare D_r aggregations",
+    )
     parser.add_argument("--generate-docs", default=DEFAULT_DOCS, help="demo ids; '' to skip")
     parser.add_argument("--claims", default="rule", choices=["llm", "rule"])
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "grade.json"))
@@ -376,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     results["dr_edges"] = found["dr_edges"]
     results["dataset_questions"] = found["dataset_questions"]
     results["not_run"] = found["not_run"]
+    results["aggregations"] = found["aggregations"]
     strategies = found["strategies"]
     if args.primary not in strategies:
         print(f"no run file for the end-to-end row {args.primary}", file=sys.stderr)
@@ -448,7 +525,7 @@ def rerender(out: Path) -> int:
         strategies[name] = {"matrix": matrix, "data": matrix.to_dict()}
     keep = ("model", "dataset", "metric", "aggregation", "dr_edges", "dataset_questions")
     results = {k: stored[k] for k in keep}
-    results.update({k: stored[k] for k in ("command", "not_run") if k in stored})
+    results.update({k: stored[k] for k in ("command", "not_run", "aggregations") if k in stored})
     write_outputs(results, strategies, stored["primary_strategy"], stored["generation"], out)
     return 0
 
