@@ -75,18 +75,18 @@ def classifier_from_config(
     threads = config.adaptive.torch_threads
     if spec == "heuristic":
         return HeuristicClassifier()
-    if spec == "head" or spec == "auto":
-        directory = default_model_dir(config)
-        if spec == "auto" and (directory / META_FILE).is_file():
-            return load_classifier(directory, threads=threads)
+    directory = default_model_dir(config)
+    if spec == "auto" and (directory / META_FILE).is_file():
+        return load_classifier(directory, threads=threads)
+    if spec in {"auto", "head"}:
+        if embedder_factory is None and spec == "head":
+            raise ModelNotAvailable("the complexity head needs the embedder")
         if embedder_factory is not None:
             try:
                 return EmbeddingHeadClassifier.shipped(embedder_factory, config.models.embedding)
             except ModelNotAvailable:
                 if spec == "head":
                     raise
-        elif spec == "head":
-            raise ModelNotAvailable("the complexity head needs the embedder")
     if spec in {"auto", "llm"}:
         if chat_factory is None:
             raise ModelNotAvailable("the zero-shot LLM classifier needs a chat model")
