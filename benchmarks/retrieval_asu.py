@@ -192,8 +192,8 @@ def render_asu(section: dict[str, Any]) -> list[str]:
         f"{section['pool']}, R = {section['first_stage_k']}, b = {section['b']}, c = "
         f"{section['c']}, m = {section['m']} samples of at most {section['max_tokens']} tokens, "
         f"passages cut to {section['max_passage_chars']} characters, {section['equivalence']} "
-        f"equivalence; corpus: {corpus}. Δ = paired difference against `nar` (or `sunar`) in points, "
-        "bootstrap 95% interval.",
+        f"equivalence; corpus: {corpus}. Δ = paired difference against `nar` (or `sunar`) in "
+        "points, bootstrap 95% interval.",
         "",
         "| scorer | strategy | R@5 | Δ R@5 vs nar | Δ R@5 vs sunar | R@10 | Δ R@10 vs nar | "
         "Δ R@10 vs sunar | ASU batches | s/query |",
