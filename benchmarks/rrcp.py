@@ -552,8 +552,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--llm-rows",
         default="",
-        help="score with the LLM only these rows' questions (comma-separated, e.g. "
-        "musique_subq); the others' LLM rows come from the cache",
+        help="LLM rows for these rows' questions only (comma-separated, e.g. musique_subq)",
     )
     parser.add_argument(
         "--cached-only",
@@ -697,15 +696,22 @@ def _csv(value: str) -> list[str]:
 def llm_sets(
     rows_items: dict[str, list[Item]], args: argparse.Namespace
 ) -> dict[str, tuple[list[Item], list[Item]]]:
-    """Per dataset: the LLM evaluator's questions (the first ``--n-llm`` of each class) and
-    the LLM baseline's (the reported half of the first ``--n-baseline`` of each class)."""
-    return {
+    """Per dataset (those of ``--llm-rows`` when given): the LLM evaluator's questions (the
+    first ``--n-llm`` of each class) and the LLM baseline's (the reported half of the first
+    ``--n-baseline`` of each class)."""
+    sets = {
         dataset: (
             subset_per_class(items, args.n_llm),
             split(subset_per_class(items, args.n_baseline))[1],
         )
         for dataset, items in rows_items.items()
     }
+    if not args.llm_rows:
+        return sets
+    unknown = set(_csv(args.llm_rows)) - set(sets)
+    if unknown:
+        raise SystemExit(f"--llm-rows: no row {sorted(unknown)}; rows: {', '.join(sets)}")
+    return {dataset: sets[dataset] for dataset in _csv(args.llm_rows)}
 
 
 def round_robin(lists: Sequence[Sequence[Item]]) -> list[Item]:
@@ -731,11 +737,6 @@ def score_with_llm(
     dataset with one model; ``checkpoint`` (write the results so far) runs after every
     ``every`` newly scored questions and at the end."""
     sets = llm_sets(rows_items, args)
-    if args.llm_rows:
-        unknown = set(_csv(args.llm_rows)) - set(sets)
-        if unknown:
-            raise SystemExit(f"--llm-rows: no row {sorted(unknown)}; rows: {', '.join(sets)}")
-        sets = {dataset: sets[dataset] for dataset in _csv(args.llm_rows)}
     steps: list[tuple[str, list[Item], Callable[[Item], CacheEntry | None]]] = [
         ("llm baseline", round_robin([b for _, b in sets.values()]), llm.baseline),
         ("llm evaluator", round_robin([e for e, _ in sets.values()]), llm.evaluator),
