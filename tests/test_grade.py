@@ -214,11 +214,8 @@ def test_matrix_cli_on_a_run_file(tmp_path: Path) -> None:
     assert sum(c["n"] for c in report["cells"]) == 12
     assert (out / f"{run.stem}.png").is_file()
     assert "| 4 |" in result.output
-    per_hop = CliRunner().invoke(
-        app,
-        ["grade", "matrix", str(run), "--dataset", str(data), "--out", str(out)]
-        + ["--set", "grade.binning=per_hop"],
-    )
+    args = ["grade", "matrix", str(run), "--dataset", str(data), "--out", str(out)]
+    per_hop = CliRunner().invoke(app, [*args, "--set", "grade.binning=per_hop"])
     assert per_hop.exit_code == 0, per_hop.output
     report = json.loads((out / f"{run.stem}.json").read_text())
     assert report["binning"] == "per_hop" and set(report["dr_edges_by_hop"]) == {"2", "3", "4"}
