@@ -87,6 +87,7 @@ def test_matrices_follow_the_end_to_end_rows(
         dataset="musique",
         cache=str(tmp_path / "cache"),
         model="llamacpp:qwen2.5-0.5b",
+        strong_model="llamacpp:qwen2.5-coder-1.5b",
         e2e_args="--strong-model llamacpp:qwen2.5-coder-1.5b",
     )
     rows = {(p.strategy, p.model): (p, run) for p, run in grade.plan_rows(args)}
@@ -116,3 +117,10 @@ def test_matrices_follow_the_end_to_end_rows(
         in (found["not_run"])
     )
     assert len(found["not_run"]) == len(rows) - 2
+    # the strong model's rows compare the D_r aggregations, binned within each hop level
+    compared = found["aggregations"]
+    assert [(a["row"], a["aggregation"]) for a in compared] == [
+        ("single_step (qwen2.5-coder-1.5b)", aggregation)
+        for aggregation in ("min", "mean", "power")
+    ]
+    assert {(a["binning"], a["n"]) for a in compared} == {("per_hop", 1)}

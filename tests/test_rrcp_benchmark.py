@@ -28,7 +28,9 @@ def rrcp() -> Any:
 
 
 def _args() -> argparse.Namespace:
-    return argparse.Namespace(n_llm=4, n_baseline=4, llm_k=5, passage_chars=400, tau=0.05)
+    return argparse.Namespace(
+        n_llm=4, n_baseline=4, llm_k=5, passage_chars=400, tau=0.05, llm_rows=""
+    )
 
 
 def _rows(rrcp: Any) -> dict[str, list[Any]]:
@@ -37,7 +39,7 @@ def _rows(rrcp: Any) -> dict[str, list[Any]]:
     for name in ("musique", "hotpotqa"):
         positives = [rrcp.Item(f"{name}:{i}", name, f"q{i}?", ("a",), True) for i in range(4)]
         rows[name] = rrcp.interleave(positives, negatives)
-    rows["musique_subq"] = list(negatives)  # never scored by the LLM
+    rows["musique_subq"] = list(negatives)
     return rows
 
 
@@ -63,8 +65,12 @@ def test_llm_scores_are_cached_per_chat_model(rrcp: Any, tmp_path: Path) -> None
 def test_rows_of_a_partial_run_cover_the_scored_prefix(rrcp: Any, tmp_path: Path) -> None:
     cache = LLMCallCache(tmp_path / "scores.sqlite")
     args = _args()
-    llm = rrcp.LLMScores(BIG, SimpleNamespace(args=args), cache)
     rows = _rows(rrcp)
+    assert set(rrcp.llm_sets(rows, args)) == set(rows)  # every row, musique_subq included
+    args.llm_rows = "musique,hotpotqa"  # --llm-rows picks the rows scored and reported
+    with pytest.raises(SystemExit, match="no row"):
+        rrcp.llm_sets(rows, argparse.Namespace(**{**vars(args), "llm_rows": "nope"}))
+    llm = rrcp.LLMScores(BIG, SimpleNamespace(args=args), cache)
     bases = {i.key: {"sims": [[0.5, 0.9]] * 5} for items in rows.values() for i in items}
     order = rrcp.round_robin([e for e, _ in rrcp.llm_sets(rows, args).values()])
     # round robin: the first positive of each dataset, then the shared first negative, ...
@@ -73,7 +79,7 @@ def test_rows_of_a_partial_run_cover_the_scored_prefix(rrcp: Any, tmp_path: Path
         # complex questions: no passage answers them; SQuAD ones: the first passage does
         _store(cache, llm.evaluator_kind, item.key, [0.1] * 5 if item.label else [0.95] + [0.1] * 4)
     out = rrcp.llm_rows(rows, bases, llm, args)
-    assert {r["dataset"] for r in out} == {"musique", "hotpotqa"}  # not musique_subq
+    assert {r["dataset"] for r in out} == {"musique", "hotpotqa"}
     rrcp_rows = [r for r in out if r["method"] == "rrcp"]
     assert len(rrcp_rows) == 2
     for row in rrcp_rows:
