@@ -4,17 +4,21 @@ Part (i), classifier: dataset-inductive-bias labels (single-hop SQuAD / NQ-open 
 multi-hop MuSiQue / 2WikiMultiHopQA / HotpotQA → C) for up to ``--clf-per-dataset``
 questions per dataset, split by a seeded shuffle into train / held-apart test
 (``--test-share``); questions of the mixed sample below are excluded from both. Compared:
-the fine-tuned packaged MiniLM (``minilm``), TF-IDF + logistic regression (``tfidf``) and the
-zero-shot chat-model classifier (``llm``, on the first ``--llm-test`` test questions, since it
-costs one LLM call each). Accuracy and macro-F1 over the classes present in the test labels.
+the fine-tuned packaged MiniLM (``minilm``), the logistic head on the retrieval embedder
+(``head``; ``--write-head`` writes it into the package as the shipped router), TF-IDF +
+logistic regression (``tfidf``), the heuristic and the zero-shot chat-model classifier
+(``llm``, on the first ``--llm-test`` test questions, since it costs one LLM call each).
+Accuracy and macro-F1 over the classes present in the test labels.
 
-Part (ii), routing: a mixed sample of ``--per-side`` single-hop questions (SQuAD, which ships
-its gold paragraph; one question per article, evenly spaced) and ``--per-side`` multi-hop
-questions (MuSiQue, 2WikiMultiHopQA, HotpotQA distractor, evenly spaced, a third each). The
+Part (ii), routing: a mixed sample of ``--per-side`` one-fact questions (SQuAD, which ships
+its gold paragraph, one question per article; NQ-open and TriviaQA, which ship none, so only
+the model's own knowledge answers them; evenly spaced, a third each) and ``--per-side``
+multi-hop questions (MuSiQue, 2WikiMultiHopQA, HotpotQA distractor, evenly spaced, a third
+each). The
 corpus is the pooled paragraphs of the sampled questions. A = ``no_retrieval``, B =
 ``single_step``, C = ``--c-strategy`` (default: the default pipeline ``plan_execute``, the
 end-to-end benchmark's best: sub-questions planned first, first-stage retrieval, no MER; the
-cpu preset)
+cpu preset; the chat model: ``--model``, default the packaged 1.5B)
 each run through the evaluation harness over the whole sample (resumable run files, on-disk
 LLM cache). The adaptive and oracle rows are then *computed*
 from those per-question results, without running anything again:
