@@ -76,7 +76,6 @@ class EmbeddingHeadClassifier:
         self.labels: list[str] = list(head["labels"])
         self.weights = np.asarray(head["weights"], dtype=np.float64)
         self.bias = np.asarray(head["bias"], dtype=np.float64)
-        self.meta = {k: v for k, v in head.items() if k not in ("weights", "bias")}
 
     @classmethod
     def shipped(
