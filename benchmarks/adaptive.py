@@ -96,18 +96,20 @@ def _spread(items: Sequence[Any], n: int) -> list[Any]:
     return [items[int(i * step)] for i in range(n)]
 
 
+def raw_lines(path: Path) -> dict[str, dict[str, Any]]:
+    """Question id → the raw JSON object of a dataset file."""
+    out = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            obj = json.loads(line)
+            out[str(obj["id"])] = obj
+    return out
+
+
 def mixed_sample(data: str, per_side: int) -> list[tuple[QARecord, dict[str, Any]]]:
     """(record, raw JSON object) pairs: ``per_side`` one-fact questions (SQuAD, NQ-open,
     TriviaQA, a third each) + ``per_side`` multi-hop questions (MuSiQue, 2Wiki, HotpotQA)."""
     picked: list[tuple[QARecord, dict[str, Any]]] = []
-
-    def raw_lines(path: Path) -> dict[str, dict[str, Any]]:
-        out = {}
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                obj = json.loads(line)
-                out[str(obj["id"])] = obj
-        return out
 
     def shares(names: Sequence[str]) -> list[int]:
         k = len(names)
@@ -132,11 +134,13 @@ def mixed_sample(data: str, per_side: int) -> list[tuple[QARecord, dict[str, Any
     return picked
 
 
-def write_mixed_file(pairs: Sequence[tuple[QARecord, dict[str, Any]]], cache: Path) -> Path:
-    """The mixed sample as one JSONL file of the shared schema, in the cache (not the repo)."""
+def write_mixed_file(
+    pairs: Sequence[tuple[QARecord, dict[str, Any]]], cache: Path, kind: str = "mixed"
+) -> Path:
+    """A sample as one JSONL file of the shared schema, in the cache (not the repo)."""
     ids = "\n".join(r.id for r, _ in pairs)
     digest = hashlib.sha256(ids.encode()).hexdigest()[:10]
-    path = cache / "adaptive" / f"adaptive_mixed_{digest}.jsonl"
+    path = cache / "adaptive" / f"adaptive_{kind}_{digest}.jsonl"
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         body = "".join(json.dumps(raw, ensure_ascii=False) + "\n" for _, raw in pairs)
@@ -144,15 +148,19 @@ def write_mixed_file(pairs: Sequence[tuple[QARecord, dict[str, Any]]], cache: Pa
     return path
 
 
+Item = tuple[str, str, str, str]
+"""(question, bias label, dataset, question id)."""
+
+
 def classifier_split(
     data: str, per_dataset: int, test_share: float, exclude: set[str], seed: int
-) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
-    """(question, bias label, dataset) triples for train and held-apart test."""
+) -> tuple[list[Item], list[Item]]:
+    """Items for train and held-apart test."""
     from rag_complexity_agents.complexity.adaptive.labels import bias_label
 
     rng = random.Random(seed)
-    train: list[tuple[str, str, str]] = []
-    test: list[tuple[str, str, str]] = []
+    train: list[Item] = []
+    test: list[Item] = []
     seen: set[str] = set()  # repeated questions (e.g. SQuAD) would leak across the split
     for name in (*SINGLE_HOP_FILES, *MULTI_HOP_FILES):
         records = []
@@ -167,7 +175,8 @@ def classifier_split(
         for i, record in enumerate(records):
             label = bias_label(record.dataset)
             assert label is not None, record.dataset
-            (train if i < cut else test).append((record.question, label, record.dataset))
+            item = (record.question, label, record.dataset, record.id)
+            (train if i < cut else test).append(item)
     rng.shuffle(train)
     rng.shuffle(test)
     return train, test
@@ -346,6 +355,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--per-side", type=int, default=60, help="one-fact (= multi-hop) n")
     parser.add_argument("--c-strategy", default=DEFAULT_PIPELINE, help="harness strategy for C")
     parser.add_argument("--clf-per-dataset", type=int, default=150)
+    parser.add_argument(
+        "--label-per-dataset",
+        type=int,
+        default=100,
+        help="questions per dataset of the training split labelled by running A, B, C (0: none)",
+    )
     parser.add_argument("--test-share", type=float, default=0.3)
     parser.add_argument("--llm-test", type=int, default=60, help="test questions for the LLM")
     parser.add_argument("--epochs", type=int, default=3)
@@ -389,6 +404,9 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any] | None:
         runs: dict[str, dict[str, dict[str, Any]]] = {}
     else:
         runs = run_strategies(args, config, mixed, strategies)
+    labels = None
+    if args.label_per_dataset and not args.classifiers_only:
+        labels = label_runs(args, config, set(ids))
     if args.runs_only:
         return None
     parts = EvalComponents(config, llm_cache=open_llm_cache(config))
@@ -399,6 +417,9 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any] | None:
         "rows": [],
         "split": {"train": args.clf_per_dataset, "test_share": args.test_share, "test_n": test},
     }
+    if labels is not None:
+        classifiers.update(outcome_classifiers(args, parts, labels[0]))
+        result["outcome_labels"] = labels[1]
     if not args.classifiers_only:
         result.update(routing_part(args, config, records, runs, strategies, classifiers))
     result.update(
@@ -492,7 +513,7 @@ def classifier_part(
     train, test = classifier_split(
         args.data, args.clf_per_dataset, args.test_share, exclude, args.seed
     )
-    train_pairs = [(q, y) for q, y, _ in train]
+    train_pairs = [(q, y) for q, y, _, _ in train]
     digest = hashlib.sha256(json.dumps([train_pairs, args.epochs, args.seed]).encode()).hexdigest()[
         :10
     ]
@@ -537,8 +558,8 @@ def classifier_part(
         LLMCallCache(Path(args.cache) / "adaptive" / "llm_preds.sqlite"),
         f"{args.model}:{prompt_key}",
     )
-    questions = [q for q, _, _ in test]
-    gold = [y for _, y, _ in test]
+    questions = [q for q, _, _, _ in test]
+    gold = [y for _, y, _, _ in test]
     rows = []
     for key, clf, n in (
         ("minilm", minilm, len(test)),
@@ -586,6 +607,114 @@ def classifier_part(
 
 
 # --------------------------------------------------------------------------------------------
+# Part (iii): outcome labels, as the paper trains its classifier
+# --------------------------------------------------------------------------------------------
+
+
+def label_sample(
+    args: argparse.Namespace, exclude: set[str]
+) -> list[tuple[QARecord, dict[str, Any]]]:
+    """The first ``--label-per-dataset`` questions of each dataset in the classifier's
+    training split, in that split's shuffled order (so a partial run covers every dataset)."""
+    train, _ = classifier_split(
+        args.data, args.clf_per_dataset, args.test_share, exclude, args.seed
+    )
+    taken: dict[str, int] = {}
+    order: list[str] = []
+    for _, _, dataset, qid in train:
+        if taken.get(dataset, 0) < args.label_per_dataset:
+            taken[dataset] = taken.get(dataset, 0) + 1
+            order.append(qid)
+    found: dict[str, tuple[QARecord, dict[str, Any]]] = {}
+    for name in (*SINGLE_HOP_FILES, *MULTI_HOP_FILES):
+        path = resolve_dataset(name, args.data)
+        raw = raw_lines(path)
+        found.update((r.id, (r, raw[r.id])) for r in load_records(path))
+    return [found[qid] for qid in order]
+
+
+def label_runs(
+    args: argparse.Namespace, config: Config, exclude: set[str]
+) -> tuple[list[Any], dict[str, Any]] | None:
+    """Run A and B on the labelling sample, C where neither answered (the label is the
+    simplest strategy that answers, so C decides only there); None until all have run."""
+    from rag_complexity_agents.complexity.adaptive.labels import is_correct, label_from_runs
+
+    pairs = label_sample(args, exclude)
+    sample = write_mixed_file(pairs, Path(args.cache), "labels")
+    records = [r for r, _ in pairs]
+    name, corpus = build_collection(records, config)
+    config = config.with_overrides({"collection": name})
+    runs = run_strategies(args, config, sample, {"A": "no_retrieval", "B": "single_step"})
+    if not all(r.id in runs.get(x, {}) for r in records for x in ("A", "B")):
+        return None
+    open_ = [
+        (r, raw)
+        for r, raw in pairs
+        if not (is_correct(runs["A"][r.id]) or is_correct(runs["B"][r.id]))
+    ]
+    hard = write_mixed_file(open_, Path(args.cache), "labels_c")
+    runs.update(run_strategies(args, config, hard, {"C": args.c_strategy}))
+    if not all(r.id in runs.get("C", {}) for r, _ in open_):
+        return None
+    items = [{"id": r.id, "dataset": r.dataset, "question": r.question} for r in records]
+    labelled = label_from_runs(runs, questions=items)
+
+    def counts(chosen: Sequence[Any]) -> dict[str, int]:
+        return {
+            **{y: sum(x.label == y for x in chosen) for y in ROUTES},
+            "bias": sum(x.source == "bias" for x in chosen),
+        }
+
+    info = {
+        "n": len(labelled),
+        "c_runs": len(open_),
+        "corpus": corpus,
+        "labels": counts(labelled),
+        "by_dataset": {
+            d: counts([x for x in labelled if x.dataset == d])
+            for d in sorted({x.dataset for x in labelled})
+        },
+    }
+    return labelled, info
+
+
+def outcome_classifiers(
+    args: argparse.Namespace, parts: EvalComponents, labelled: Sequence[Any]
+) -> dict[str, Any]:
+    """MiniLM, the embedding head and TF-IDF trained on the outcome labels."""
+    from rag_complexity_agents.complexity.adaptive.base import META_FILE
+    from rag_complexity_agents.complexity.adaptive.classifier import (
+        EmbeddingHeadClassifier,
+        TfidfClassifier,
+        load_classifier,
+    )
+    from rag_complexity_agents.complexity.adaptive.head import fit_head
+    from rag_complexity_agents.complexity.adaptive.training import train_classifier
+
+    pairs = [(x.question, x.label) for x in labelled]
+    key = json.dumps([pairs, args.epochs, args.seed, "outcome"])
+    model_dir = (
+        Path(args.cache) / "adaptive" / f"minilm_{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+    )
+    if not (model_dir / META_FILE).is_file():
+        print(f"fine-tuning MiniLM on {len(pairs)} outcome labels → {model_dir}", flush=True)
+        train_classifier(
+            pairs, model_dir, epochs=args.epochs, learning_rate=args.lr, seed=args.seed, threads=1
+        )
+    embedder = parts.embedder
+    head_data = {
+        "embedding": parts.config.models.embedding,
+        **fit_head(embedder.encode([q for q, _ in pairs]), [y for _, y in pairs]),
+    }
+    return {
+        "minilm+outcome": load_classifier(model_dir),
+        "head+outcome": EmbeddingHeadClassifier(lambda: embedder, head_data),
+        "tfidf+outcome": TfidfClassifier.train(pairs, seed=args.seed),
+    }
+
+
+# --------------------------------------------------------------------------------------------
 # Part (ii): routing on the mixed sample
 # --------------------------------------------------------------------------------------------
 
@@ -610,8 +739,7 @@ def routing_part(
     }
     adaptive_rows = []
     routes_of: dict[str, dict[str, str]] = {}
-    for key in ("minilm", "head", "tfidf", "heuristic", "llm"):
-        clf = classifiers[key]
+    for key, clf in classifiers.items():
         if key == "llm":  # classify the whole sample once (cached), even if runs are partial
             clf.predict_proba([r.question for r in records])
         texts = [questions[q] for q in ids]
@@ -643,6 +771,10 @@ def routing_part(
     items = [{"id": q, "dataset": runs["A"][q]["dataset"], "question": questions[q]} for q in ids]
     labelled = {x.id: x for x in label_from_runs(runs, questions=items)}
     oracle_routes = {q: labelled[q].label if q in labelled else "C" for q in ids}
+    label_scores = []  # each classifier's routes against the questions' outcome labels
+    gold = [oracle_routes[q] for q in ids]
+    for key, chosen in routes_of.items():
+        label_scores.append({"model": key, "n": len(ids), **scores(gold, [chosen[q] for q in ids])})
     oracle = routed_row("oracle", oracle_routes, runs, ids)
     oracle["label_sources"] = {
         source: sum(1 for x in labelled.values() if x.source == source)
@@ -705,6 +837,7 @@ def routing_part(
         "cover_em_by_side": by_side,
         "threshold_sweep": sweep,
         "target": target,
+        "label_scores": label_scores,
     }
 
 
