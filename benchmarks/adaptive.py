@@ -30,6 +30,13 @@ from those per-question results, without running anything again:
 * oracle: the route is the question's automatic label (:func:`auto_label`: the simplest
   strategy that answered correctly, else the dataset's bias label), with no classifier cost.
 
+Part (iii), outcome labels as the paper trains its classifier: the first
+``--label-per-dataset`` questions of each dataset in part (i)'s training split, over their
+pooled paragraphs; A and B run on all of them, C on those neither answered (the label is the
+simplest strategy that answered, so C decides only there), labelled by :func:`auto_label`.
+MiniLM, the head and TF-IDF trained on these labels (``+outcome``) join the routing rows, and
+every classifier's routes on the mixed sample are scored against its outcome labels.
+
 Run from the repository root (resumable; ``--runs-only`` stops after the harness runs)::
 
     RCA_MODELS__N_THREADS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \\
@@ -419,7 +426,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any] | None:
     }
     if labels is not None:
         classifiers.update(outcome_classifiers(args, parts, labels[0]))
-        result["outcome_labels"] = labels[1]
+        result.update(outcome_labels=labels[1], label_per_dataset=args.label_per_dataset)
     if not args.classifiers_only:
         result.update(routing_part(args, config, records, runs, strategies, classifiers))
     result.update(
@@ -973,6 +980,46 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
                 for name, v in result["cover_em_by_side"].items()
             )
             + ".",
+        ]
+    labels = result.get("outcome_labels")
+    if labels:
+        counts = labels["labels"]
+        lines += [
+            "",
+            "## (iii) Outcome labels, as the paper trains its classifier",
+            "",
+            f"{labels['n']} questions of the classifier's training split (up to "
+            f"{result['label_per_dataset']} per dataset), over their pooled paragraphs "
+            f"({labels['corpus']['distinct_paragraphs']} distinct): A and B run on all, C on "
+            f"the {labels['c_runs']} that neither answered. Label = the simplest strategy "
+            "that answered (cover-EM), else the dataset's bias label. NQ-open and TriviaQA "
+            "ship no paragraphs, so B and C see no evidence for them.",
+            "",
+            f"Labels: A {counts['A']}, B {counts['B']}, C {counts['C']}; "
+            f"{counts['bias']} of them by bias.",
+            "",
+            "| dataset | A | B | C | by bias |",
+            "|---|---|---|---|---|",
+            *(
+                f"| {d} | {c['A']} | {c['B']} | {c['C']} | {c['bias']} |"
+                for d, c in labels["by_dataset"].items()
+            ),
+            "",
+            "Each classifier's routes on the mixed sample against its questions' outcome labels "
+            "(the oracle's routes; `+outcome` = trained on the labels above, the others on "
+            "dataset bias):",
+            "",
+            "| classifier | n | accuracy % | macro-F1 % | F1 A % | F1 B % | F1 C % "
+            "| routes A/B/C |",
+            "|---|---|---|---|---|---|---|---|",
+            *(
+                f"| {r['model']} | {r['n']} | {_pct(r['accuracy'])} | {_pct(r['macro_f1'])} | "
+                + " | ".join(_pct(r["f1_per_class"].get(y)) for y in ROUTES)
+                + " | "
+                + "/".join(str(r["predicted"][y]) for y in ROUTES)
+                + " |"
+                for r in result.get("label_scores", [])
+            ),
         ]
     lines += [
         "",

@@ -18,9 +18,9 @@ gold answer occurs in the prediction as a whole run of tokens); ``metric`` /
 normalised gold answer is a character substring of the prediction, see
 :mod:`rag_complexity_agents.eval.metrics`), ``em`` or ``f1`` (with ``min_score``).
 
-Strategy C defaults to Self-Ask + SUNAR + MER (``DEFAULT_STRATEGIES``,
-``adaptive.c_strategy``), this package's multi-step loop; the paper's C is IRCoT, available as
-the ``ircot`` preset (``ircot_nar``, ``ircot_sunar``, ``ircot_sunar_mer`` add SUNAR's parts).
+Strategy C defaults to the package's default pipeline (``DEFAULT_STRATEGIES``,
+``adaptive.c_strategy``); the paper's C is IRCoT, available as the ``ircot`` preset
+(``ircot_nar``, ``ircot_sunar``, ``ircot_sunar_mer`` add SUNAR's parts).
 """
 
 from __future__ import annotations
