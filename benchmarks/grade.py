@@ -22,7 +22,11 @@ chunks) and correctness is ``acc`` (not an LLM judge).
 
 Generation (``--generate-docs``): runs the generation pipeline on a subset of the bundled demo
 corpus with the packaged LLM (LLM steps cached, so reruns are instant) and records how many
-validated questions of each hop count it produced.
+validated questions of each hop count it produced; ``--generate-source musique
+--generate-n-docs 500`` generates from the first 500 pooled MuSiQue paragraphs instead. It
+counts the questions whose path uses a link that exists only through an entity equivalence
+(GRADE's "missing links") and scores ``--generate-strategy`` on the generated questions over
+the documents: its error rate on those questions against the rest.
 
 Run from the repository root::
 
@@ -230,14 +234,27 @@ def aggregation_markdown(rows: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
-def generation(args: argparse.Namespace, config: Config) -> dict[str, Any]:
-    from rag_complexity_agents.complexity.grade.generate import GradeGenerator, write_jsonl
+def generation_documents(args: argparse.Namespace) -> tuple[list[Any], str]:
+    """The documents to generate from and a name for them: the demo ids of
+    ``--generate-docs``, or the first ``--generate-n-docs`` distinct paragraphs of the
+    dataset ``--generate-source`` (its questions' paragraphs pooled in file order)."""
     from rag_complexity_agents.corpus.demo import DEMO_CORPUS
     from rag_complexity_agents.corpus.documents import iter_documents
+    from rag_complexity_agents.eval.datasets import build_pooled_corpus
+
+    if args.generate_source == "demo":
+        ids = args.generate_docs.split(",")
+        return [d for d in iter_documents(DEMO_CORPUS) if d.id in ids], "demo"
+    records = load_records(resolve_dataset(args.generate_source, args.data))
+    pooled = build_pooled_corpus(records, title_in_text=False)
+    return list(pooled.documents[: args.generate_n_docs]), args.generate_source
+
+
+def generation(args: argparse.Namespace, config: Config) -> dict[str, Any]:
+    from rag_complexity_agents.complexity.grade.generate import GradeGenerator, write_jsonl
     from rag_complexity_agents.models.cache import LLMCallCache
 
-    ids = args.generate_docs.split(",")
-    docs = [d for d in iter_documents(DEMO_CORPUS) if d.id in ids]
+    docs, source = generation_documents(args)
     cache = LLMCallCache(Path(args.cache) / "grade_llm_cache.sqlite")
     started = time.perf_counter()
     generator = GradeGenerator.from_config(
@@ -245,12 +262,14 @@ def generation(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     )
     result = generator.run(docs)
     cache.close()
-    qa_path = Path(args.cache) / "grade_generated_demo.jsonl"
+    qa_path = Path(args.cache) / f"grade_generated_{source}.jsonl"
     write_jsonl(result.questions, qa_path)
     data = result.to_dict()
-    data["documents"] = ids
+    data["source"] = source
+    data["documents"] = len(docs) if source != "demo" else [d.id for d in docs]
     data["wall_seconds"] = round(time.perf_counter() - started, 1)
     data["qa_file"] = str(qa_path)
+    data["missing_links"] = sum(1 for q in result.questions if q.equivalence_links)
     data["examples"] = [
         {
             "hops": q.hops,
@@ -260,9 +279,79 @@ def generation(args: argparse.Namespace, config: Config) -> dict[str, Any]:
             "equivalence_links": list(q.equivalence_links),
             "dr": round(q.dr, 4),
         }
-        for q in result.questions[:8]
+        for q in sorted(result.questions, key=lambda q: not q.equivalence_links)[:8]
     ]
+    if args.generate_strategy and result.questions:
+        data["strategy"] = score_generated(args, config, docs, source, qa_path)
     return data
+
+
+def score_generated(
+    args: argparse.Namespace, config: Config, docs: list[Any], source: str, qa_path: Path
+) -> dict[str, Any]:
+    """Run ``--generate-strategy`` on the generated questions over their documents (one chunk
+    per document) and compare its error rate on the questions whose path uses a link that
+    exists only through an equivalence against the rest (unpaired bootstrap interval)."""
+    import hashlib
+
+    import numpy as np
+
+    from rag_complexity_agents.corpus.store import CorpusStore
+    from rag_complexity_agents.eval.harness import evaluate
+    from rag_complexity_agents.eval.strategies import EvalComponents
+    from rag_complexity_agents.models.cache import open_llm_cache
+
+    digest = hashlib.sha256("\n".join(d.id for d in docs).encode()).hexdigest()[:12]
+    config = config.with_overrides(
+        {
+            "corpus.home": args.cache,
+            "corpus.chunk_size": 4096,
+            "corpus.chunk_overlap": 0,
+            "collection": f"grade-generation-{digest}",
+        }
+    )
+    store = CorpusStore.open_or_create(config.collection, config)
+    if len(store) < len(docs):
+        store.ingest(docs, progress=not args.quiet)
+    parts = EvalComponents(config, llm_cache=open_llm_cache(config))
+    out = Path(args.cache) / "grade_runs" / f"{source}_{digest}__{args.generate_strategy}.jsonl"
+    evaluate(
+        config, args.generate_strategy, qa_path, out=out, progress=not args.quiet, components=parts
+    )
+    linked = {
+        json.loads(line)["id"]
+        for line in qa_path.read_text(encoding="utf-8").splitlines()
+        if line.strip() and json.loads(line)["equivalence_links"]
+    }
+    errors: dict[bool, list[float]] = {True: [], False: []}
+    for line in read_run(out):
+        errors[line["id"] in linked].append(1.0 - float(line["metrics"][config.grade.metric]))
+    rng = np.random.default_rng(0)
+    diff = None
+    if errors[True] and errors[False]:
+        a, b = np.asarray(errors[True]), np.asarray(errors[False])
+        boots = [rng.choice(a, a.size).mean() - rng.choice(b, b.size).mean() for _ in range(2000)]
+        lo, hi = np.percentile(boots, [2.5, 97.5])
+        diff = {
+            "delta": round(float(a.mean() - b.mean()), 4),
+            "lo": round(float(lo), 4),
+            "hi": round(float(hi), 4),
+        }
+    return {
+        "name": args.generate_strategy,
+        "model": config.models.chat,
+        "metric": config.grade.metric,
+        "run_file": str(out),
+        "n_missing_link": len(errors[True]),
+        "n_rest": len(errors[False]),
+        "error_missing_link": round(float(np.mean(errors[True])), 4) if errors[True] else None,
+        "error_rest": round(float(np.mean(errors[False])), 4) if errors[False] else None,
+        "difference": diff,
+    }
+
+
+def _rate(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
 
 
 def _rates(values: dict[str, float]) -> str:
@@ -352,20 +441,47 @@ def markdown(results: dict[str, Any], primary: str, previous: str | None) -> str
         ]
     gen = results.get("generation")
     if gen:
+        docs = gen.get("documents", [])
+        source = gen.get("source", "demo")
+        where = "demo corpus subset" if source == "demo" else f"pooled {source} paragraphs"
+        graph = gen.get("graph") or {}
         lines += [
-            "### Generation (demo corpus subset, packaged LLM)",
+            f"### Generation ({where}, packaged LLM)",
             "",
             f"{gen['questions']} validated questions, by hops {gen['by_hops']}, from "
-            f"{len(gen.get('documents', []))} documents in {gen.get('wall_seconds')} s "
-            "(LLM steps cached; a rerun costs nothing).",
+            f"{docs if isinstance(docs, int) else len(docs)} documents in "
+            f"{gen.get('wall_seconds')} s (LLM steps cached; a rerun costs nothing). "
+            f"Graph: {graph.get('nodes')} nodes, {graph.get('edges')} edges, "
+            f"{graph.get('merged_entities')} entities merged and {graph.get('mirrored_edges')} "
+            "edges mirrored by equivalence; "
+            f"{gen.get('missing_links', 0)} questions whose path uses a link that exists only "
+            "through an equivalence.",
             "",
             f"Skipped (reason: count): {json.dumps(gen.get('skipped', {}))}",
             "",
         ]
+        run = gen.get("strategy")
+        if run:
+            diff = run.get("difference")
+            lines += [
+                f"`{run['name']}` ({run['model']}, error = 1 − {run['metric']}) over the "
+                f"documents: error {_rate(run['error_missing_link'])} on the "
+                f"{run['n_missing_link']} missing-link questions, {_rate(run['error_rest'])} "
+                f"on the other {run['n_rest']}"
+                + (
+                    f"; difference {diff['delta']:+.2f} [{diff['lo']:+.2f}, {diff['hi']:+.2f}]."
+                    if diff
+                    else "."
+                ),
+                "",
+            ]
         for ex in gen.get("examples", []):
+            links = ex.get("equivalence_links") or []
             lines.append(
                 f"- {ex['hops']} hops, D_r {ex['dr']}: {ex['question']} → **{ex['answer']}** "
-                f"(path {' → '.join(ex['path'])})"
+                f"(path {' → '.join(ex['path'])}"
+                + (f"; equivalence links {links}" if links else "")
+                + ")"
             )
         lines.append("")
     lines.append(previous or "<!-- analysis:start -->\n<!-- analysis:end -->")
@@ -413,6 +529,19 @@ def main(argv: list[str] | None = None) -> int:
         help="the model whose single-step and plan-and-execute rows compare D_r aggregations",
     )
     parser.add_argument("--generate-docs", default=DEFAULT_DOCS, help="demo ids; '' to skip")
+    parser.add_argument(
+        "--generate-source",
+        default="demo",
+        help="'demo' (the ids of --generate-docs) or a dataset whose pooled paragraphs are "
+        "the documents (e.g. musique)",
+    )
+    parser.add_argument("--generate-n-docs", type=int, default=500)
+    parser.add_argument("--paths-per-hop", type=int, default=30, help="grade.paths_per_hop")
+    parser.add_argument(
+        "--generate-strategy",
+        default="single_step",
+        help="harness strategy scored on the generated questions ('' to skip)",
+    )
     parser.add_argument("--claims", default="rule", choices=["llm", "rule"])
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "grade.json"))
     parser.add_argument("--quiet", action="store_true")
@@ -432,7 +561,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.rerender:
         return rerender(Path(args.out))
     config = Config().with_overrides(
-        {"models.chat": args.model, "grade.claims": args.claims, "grade.paths_per_hop": 30}
+        {
+            "models.chat": args.model,
+            "grade.claims": args.claims,
+            "grade.paths_per_hop": args.paths_per_hop,
+        }
     )
 
     results: dict[str, Any] = {
@@ -457,7 +590,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.primary not in strategies:
         print(f"no run file for the end-to-end row {args.primary}", file=sys.stderr)
         return 2
-    if args.generate_docs:
+    if args.generate_docs or args.generate_source != "demo":
         generated = generation(args, config)
     else:
         generated = {"questions": 0, "by_hops": {}, "skipped": "not run"}
