@@ -622,13 +622,16 @@ def label_sample(
     args: argparse.Namespace, exclude: set[str]
 ) -> list[tuple[QARecord, dict[str, Any]]]:
     """The first ``--label-per-dataset`` questions of each dataset in the classifier's
-    training split, in that split's shuffled order (so a partial run covers every dataset)."""
-    train, _ = classifier_split(
+    training split, then its test split (a dataset short of questions, like MuSiQue, gives
+    all it has), in the splits' shuffled order (so a partial run covers every dataset).
+    The outcome-trained classifiers are scored on the mixed sample only, never on the
+    bias-label test split."""
+    train, test = classifier_split(
         args.data, args.clf_per_dataset, args.test_share, exclude, args.seed
     )
     taken: dict[str, int] = {}
     order: list[str] = []
-    for _, _, dataset, qid in train:
+    for _, _, dataset, qid in (*train, *test):
         if taken.get(dataset, 0) < args.label_per_dataset:
             taken[dataset] = taken.get(dataset, 0) + 1
             order.append(qid)
