@@ -156,3 +156,23 @@ def test_quote_evidence_picks_the_prompt_of_each_step(
     assert result.answer == "Tokyo, Japan"
     budgets = [c["max_tokens"] for c in chat.calls if c["kind"] in ("answer", "quote")]
     assert [b > cfg.agents.answer_max_tokens for b in budgets] == [k == "quote" for k in kinds]
+
+
+def test_a_quote_cut_off_before_its_answer_is_asked_again_plainly(parts: Components) -> None:
+    plan = "1. Who directed Spirited Away?\n2. Where was #1 born?"
+
+    def answer(human: str) -> str:
+        return "Tokyo, Japan" if "born" in human.split("Question:")[-1] else "Hayao Miyazaki"
+
+    chat = ScriptedChat(
+        script=Script(plan=plan, answer=answer, quote="Evidence: Hayao Miyazaki was born in")
+    )
+    cfg = demo_config(parts.config.corpus.home, agents={"max_steps": 3, "quote_evidence": "final"})
+    derived = derive_components(parts, cfg)
+    derived.chat = chat  # type: ignore[misc]
+    graph = build_pipeline("plan_execute", cfg, components=derived)
+    result = run_graph(graph, "In which country was the director of Spirited Away born?")
+    assert [k for k in chat.kinds() if k in ("answer", "quote")] == ["answer", "quote", "answer"]
+    assert result.answer == "Tokyo, Japan" and result.trace["format_errors"] == 0
+    assert any("asked without quoting" in note for note in result.trace["notes"])
+    assert result.trace["llm_calls"] == 4  # plan, first answer, the quote, the plain answer

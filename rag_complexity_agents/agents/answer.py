@@ -127,25 +127,38 @@ def answer_from_evidence(
     passages of :func:`shown_docs`: the single-step prompt, or the no-retrieval prompt without
     evidence; a :class:`~.structured.ShortAnswer` when the model gives structured output.
     With ``quote`` (and passages) the model copies the words that answer first
-    (:data:`QUOTE_TOKENS` more tokens; a :class:`~.structured.QuotedAnswer`)."""
+    (:data:`QUOTE_TOKENS` more tokens; a :class:`~.structured.QuotedAnswer`); a quoting reply
+    that ends before its answer (a long quote cut at the token budget) is asked again with
+    the plain prompt."""
     sub = step_query(state, step)
     docs = [doc_from_record(d) for d in shown_docs(ctx, state, step)]
     quote = quote and bool(docs)
 
-    def ask(counted: AgentState, ruled_out: str = "") -> tuple[ChatReply, str, Update]:
+    def ask(
+        counted: AgentState, ruled_out: str = "", quoting: bool = quote
+    ) -> tuple[ChatReply, str, Update]:
         obj, reply, update = ask_step(
             ctx,
             counted,
-            answer_messages(ctx, sub, docs, ruled_out=ruled_out, quote=quote),
+            answer_messages(ctx, sub, docs, ruled_out=ruled_out, quote=quoting),
             kind="sub_answer",
-            max_tokens=ctx.agents.answer_max_tokens + (QUOTE_TOKENS if quote else 0),
+            max_tokens=ctx.agents.answer_max_tokens + (QUOTE_TOKENS if quoting else 0),
             stop=["\n\n"],
-            schema=QuotedAnswer if quote else ShortAnswer,
+            schema=QuotedAnswer if quoting else ShortAnswer,
         )
         if obj is not None:
             answer = extract_short_answer(str(getattr(obj, "answer", "")))
         else:
-            answer = (quoted_answer if quote else extract_short_answer)(reply.text)
+            answer = (quoted_answer if quoting else extract_short_answer)(reply.text)
+        if not answer and quoting:  # the quote used up its tokens (or stopped) before 'Answer:'
+            after: Any = {**counted, **update}
+            reply, answer, again = ask(after, ruled_out, quoting=False)
+            update.update(again)
+            update["notes"] = [
+                *(update.get("notes") or counted.get("notes") or []),
+                f"step {step}: the quoting reply gave no answer; asked without quoting",
+            ]
+            return reply, answer, update
         if not answer:
             record_format_failure("sub_answer")
         return reply, answer, update
