@@ -16,16 +16,10 @@ from typing import Annotated, Any
 
 import typer
 
-from ..agents.run import run_graph, stream_graph
-from ..agents.wiring import STREAM_STEPS
-from ..api import create_rag_agent
 from ..config.knobs import KNOBS, Knob, field_of
 from ..config.pipelines import DEFAULT_PIPELINE, PIPELINES
-from ..corpus.store import CorpusStore
 from ..text import validate_question
 from .common import ConfigOption, PresetOption, SetOption, build_config, fail_cleanly
-from .html import write_html
-from .html_graph import graph_data
 from .render import print_trace
 
 
@@ -58,6 +52,14 @@ def _ask(
     **knobs: Any,
 ) -> None:
     """Answer a question over a collection; prints the answer, the steps and the evidence."""
+    # LangGraph and the models load here, not when the CLI starts (`rca --help` stays fast)
+    from ..agents.run import run_graph, stream_graph
+    from ..agents.wiring import STREAM_STEPS
+    from ..api import create_rag_agent
+    from ..corpus.store import CorpusStore
+    from .html import write_html
+    from .html_graph import graph_data
+
     if question == "-":
         question = sys.stdin.read()
     cfg = build_config(
