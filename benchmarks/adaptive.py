@@ -828,6 +828,14 @@ def routing_part(
                 "llm_call_ratio": ratio,
                 "vs_B": paired_routes(chosen, dict.fromkeys(ids, "B"), runs, ids),
                 "vs_C": paired_routes(chosen, dict.fromkeys(ids, "C"), runs, ids),
+                # an outcome-trained router against the same classifier on bias labels
+                **(
+                    {"vs_bias": paired_routes(chosen, routes_of[bias], runs, ids)}
+                    if (bias := str(row.get("classifier") or "").removesuffix("+outcome"))
+                    != row.get("classifier")
+                    and bias in routes_of
+                    else {}
+                ),
                 "met": ratio is not None and gap <= 1.0 and ratio <= 0.6,
             }
         )
@@ -963,7 +971,9 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
             + "; ".join(
                 f"{'C only' if m['classifier'] is None else 'router: ' + m['classifier']} "
                 f"gap {m['cover_em_gap_to_best_points']} points at {m['llm_call_ratio']} of C's "
-                f"calls, vs B {_paired(m['vs_B'])}, vs C {_paired(m['vs_C'])} → "
+                f"calls, vs B {_paired(m['vs_B'])}, vs C {_paired(m['vs_C'])}"
+                + (f", vs the bias-trained {_paired(m['vs_bias'])}" if "vs_bias" in m else "")
+                + " → "
                 f"**{'met' if m['met'] else 'missed'}**"
                 for m in result.get("mixed_target", [])
             )
