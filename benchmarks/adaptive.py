@@ -31,9 +31,10 @@ from those per-question results, without running anything again:
   strategy that answered correctly, else the dataset's bias label), with no classifier cost.
 
 Part (iii), outcome labels as the paper trains its classifier: the first
-``--label-per-dataset`` questions of each dataset in part (i)'s training split, over their
-pooled paragraphs; A and B run on all of them, C on those neither answered (the label is the
-simplest strategy that answered, so C decides only there), labelled by :func:`auto_label`.
+``--label-per-dataset`` questions of each dataset in part (i)'s training split (then its test
+split, for a dataset short of questions), over their pooled paragraphs; A and B run on all
+of them, C on those neither answered (the label is the simplest strategy that answered, so C
+decides only there), labelled by :func:`auto_label`.
 MiniLM, the head and TF-IDF trained on these labels (``+outcome``) join the routing rows, and
 every classifier's routes on the mixed sample are scored against its outcome labels.
 
@@ -366,7 +367,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "--label-per-dataset",
         type=int,
         default=100,
-        help="questions per dataset of the training split labelled by running A, B, C (0: none)",
+        help="questions per dataset labelled by running A, B and C (0: none)",
     )
     parser.add_argument("--test-share", type=float, default=0.3)
     parser.add_argument("--llm-test", type=int, default=60, help="test questions for the LLM")
