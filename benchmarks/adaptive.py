@@ -503,7 +503,7 @@ def classifier_part(
     args: argparse.Namespace, parts: EvalComponents, exclude: set[str]
 ) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
     """Train/evaluate the three classifiers; returns them (for routing) and the score rows."""
-    from rag_complexity_agents.complexity.adaptive.base import META_FILE, best_label, read_meta
+    from rag_complexity_agents.complexity.adaptive.base import best_label, read_meta
     from rag_complexity_agents.complexity.adaptive.classifier import (
         EmbeddingHeadClassifier,
         HeuristicClassifier,
@@ -511,8 +511,7 @@ def classifier_part(
         TfidfClassifier,
         load_classifier,
     )
-    from rag_complexity_agents.complexity.adaptive.head import HEAD_FILE, fit_head
-    from rag_complexity_agents.complexity.adaptive.training import train_classifier
+    from rag_complexity_agents.complexity.adaptive.head import HEAD_FILE
     from rag_complexity_agents.complexity.adaptive.zero_shot import (
         ZERO_SHOT_EXAMPLES,
         ZERO_SHOT_SYSTEM,
@@ -522,30 +521,14 @@ def classifier_part(
         args.data, args.clf_per_dataset, args.test_share, exclude, args.seed
     )
     train_pairs = [(q, y) for q, y, _, _ in train]
-    digest = hashlib.sha256(json.dumps([train_pairs, args.epochs, args.seed]).encode()).hexdigest()[
-        :10
-    ]
-    model_dir = Path(args.cache) / "adaptive" / f"minilm_{digest}"
-    if not (model_dir / META_FILE).is_file():
-        print(f"fine-tuning MiniLM on {len(train_pairs)} questions → {model_dir}", flush=True)
-        train_classifier(
-            train_pairs,
-            model_dir,
-            epochs=args.epochs,
-            learning_rate=args.lr,
-            seed=args.seed,
-            threads=1,
-            progress=True,
-        )
+    model_dir = finetuned_minilm(args, train_pairs)
     minilm = load_classifier(model_dir)
     started = time.perf_counter()
     tfidf = TfidfClassifier.train(train_pairs, seed=args.seed)
     tfidf_train_s = time.perf_counter() - started
-    embedder = parts.embedder
     started = time.perf_counter()
     head_data = {
-        "embedding": parts.config.models.embedding,
-        **fit_head(embedder.encode([q for q, _ in train_pairs]), [y for _, y in train_pairs]),
+        **head_weights(parts, train_pairs),
         "trained": {
             "labels": "dataset bias: SQuAD, NQ-open, TriviaQA → B; MuSiQue, 2Wiki, HotpotQA → C",
             "n": len(train_pairs),
@@ -553,7 +536,7 @@ def classifier_part(
         },
     }
     head_train_s = time.perf_counter() - started
-    head = EmbeddingHeadClassifier(lambda: embedder, head_data)
+    head = EmbeddingHeadClassifier(lambda: parts.embedder, head_data)
     if args.write_head:
         HEAD_FILE.write_text(json.dumps(head_data) + "\n", encoding="utf-8")
         print(f"wrote {HEAD_FILE}", flush=True)
@@ -694,35 +677,51 @@ def outcome_classifiers(
     args: argparse.Namespace, parts: EvalComponents, labelled: Sequence[Any]
 ) -> dict[str, Any]:
     """MiniLM, the embedding head and TF-IDF trained on the outcome labels."""
-    from rag_complexity_agents.complexity.adaptive.base import META_FILE
     from rag_complexity_agents.complexity.adaptive.classifier import (
         EmbeddingHeadClassifier,
         TfidfClassifier,
         load_classifier,
     )
-    from rag_complexity_agents.complexity.adaptive.head import fit_head
-    from rag_complexity_agents.complexity.adaptive.training import train_classifier
 
     pairs = [(x.question, x.label) for x in labelled]
-    key = json.dumps([pairs, args.epochs, args.seed, "outcome"])
+    head = head_weights(parts, pairs)
+    return {
+        "minilm+outcome": load_classifier(finetuned_minilm(args, pairs, "outcome")),
+        "head+outcome": EmbeddingHeadClassifier(lambda: parts.embedder, head),
+        "tfidf+outcome": TfidfClassifier.train(pairs, seed=args.seed),
+    }
+
+
+def finetuned_minilm(args: argparse.Namespace, pairs: Sequence[tuple[str, str]], *tag: str) -> Path:
+    """The directory of MiniLM fine-tuned on ``pairs`` (trained once, then reused: the
+    directory is named by the pairs, the epochs, the seed and ``tag``)."""
+    from rag_complexity_agents.complexity.adaptive.base import META_FILE
+    from rag_complexity_agents.complexity.adaptive.training import train_classifier
+
+    key = json.dumps([list(pairs), args.epochs, args.seed, *tag])
     model_dir = (
         Path(args.cache) / "adaptive" / f"minilm_{hashlib.sha256(key.encode()).hexdigest()[:10]}"
     )
     if not (model_dir / META_FILE).is_file():
-        print(f"fine-tuning MiniLM on {len(pairs)} outcome labels → {model_dir}", flush=True)
+        print(f"fine-tuning MiniLM on {len(pairs)} questions → {model_dir}", flush=True)
         train_classifier(
-            pairs, model_dir, epochs=args.epochs, learning_rate=args.lr, seed=args.seed, threads=1
+            pairs,
+            model_dir,
+            epochs=args.epochs,
+            learning_rate=args.lr,
+            seed=args.seed,
+            threads=1,
+            progress=True,
         )
-    embedder = parts.embedder
-    head_data = {
-        "embedding": parts.config.models.embedding,
-        **fit_head(embedder.encode([q for q, _ in pairs]), [y for _, y in pairs]),
-    }
-    return {
-        "minilm+outcome": load_classifier(model_dir),
-        "head+outcome": EmbeddingHeadClassifier(lambda: embedder, head_data),
-        "tfidf+outcome": TfidfClassifier.train(pairs, seed=args.seed),
-    }
+    return model_dir
+
+
+def head_weights(parts: EvalComponents, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """The logistic head on the retrieval embedder, fitted on ``pairs``."""
+    from rag_complexity_agents.complexity.adaptive.head import fit_head
+
+    vectors = parts.embedder.encode([q for q, _ in pairs])
+    return {"embedding": parts.config.models.embedding, **fit_head(vectors, [y for _, y in pairs])}
 
 
 # --------------------------------------------------------------------------------------------

@@ -282,16 +282,22 @@ def generation(args: argparse.Namespace, config: Config) -> dict[str, Any]:
         for q in sorted(result.questions, key=lambda q: not q.equivalence_links)[:8]
     ]
     if args.generate_strategy and result.questions:
-        data["strategy"] = score_generated(args, config, docs, source, qa_path)
+        linked = {q.id for q in result.questions if q.equivalence_links}
+        data["strategy"] = score_generated(args, config, docs, source, qa_path, linked)
     return data
 
 
 def score_generated(
-    args: argparse.Namespace, config: Config, docs: list[Any], source: str, qa_path: Path
+    args: argparse.Namespace,
+    config: Config,
+    docs: list[Any],
+    source: str,
+    qa_path: Path,
+    linked: set[str],
 ) -> dict[str, Any]:
     """Run ``--generate-strategy`` on the generated questions over their documents (one chunk
-    per document) and compare its error rate on the questions whose path uses a link that
-    exists only through an equivalence against the rest (unpaired bootstrap interval)."""
+    per document) and compare its error rate on the ``linked`` questions (whose path uses a
+    link that exists only through an equivalence) against the rest (unpaired bootstrap)."""
     import hashlib
 
     import numpy as np
@@ -318,11 +324,6 @@ def score_generated(
     evaluate(
         config, args.generate_strategy, qa_path, out=out, progress=not args.quiet, components=parts
     )
-    linked = {
-        json.loads(line)["id"]
-        for line in qa_path.read_text(encoding="utf-8").splitlines()
-        if line.strip() and json.loads(line)["equivalence_links"]
-    }
     errors: dict[bool, list[float]] = {True: [], False: []}
     for line in read_run(out):
         errors[line["id"] in linked].append(1.0 - float(line["metrics"][config.grade.metric]))
