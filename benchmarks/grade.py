@@ -255,6 +255,8 @@ def generation(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     from rag_complexity_agents.models.cache import LLMCallCache
 
     docs, source = generation_documents(args)
+    if args.generate_model:
+        config = config.with_overrides({"models.chat": args.generate_model})
     cache = LLMCallCache(Path(args.cache) / "grade_llm_cache.sqlite")
     started = time.perf_counter()
     generator = GradeGenerator.from_config(
@@ -283,7 +285,8 @@ def generation(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     ]
     if args.generate_strategy and result.questions:
         linked = {q.id for q in result.questions if q.equivalence_links}
-        data["strategy"] = score_generated(args, config, docs, source, qa_path, linked)
+        ids = {q.id for q in result.questions}
+        data["strategy"] = score_generated(args, config, docs, source, qa_path, ids, linked)
     return data
 
 
@@ -293,11 +296,13 @@ def score_generated(
     docs: list[Any],
     source: str,
     qa_path: Path,
+    ids: set[str],
     linked: set[str],
 ) -> dict[str, Any]:
     """Run ``--generate-strategy`` on the generated questions over their documents (one chunk
     per document) and compare its error rate on the ``linked`` questions (whose path uses a
-    link that exists only through an equivalence) against the rest (unpaired bootstrap)."""
+    link that exists only through an equivalence) against the rest (unpaired bootstrap). The
+    run file is shared by every generation from the same documents: only ``ids`` are read."""
     import hashlib
 
     import numpy as np
@@ -320,12 +325,19 @@ def score_generated(
     if len(store) < len(docs):
         store.ingest(docs, progress=not args.quiet)
     parts = EvalComponents(config, llm_cache=open_llm_cache(config))
-    out = Path(args.cache) / "grade_runs" / f"{source}_{digest}__{args.generate_strategy}.jsonl"
+    model = config.models.chat.replace(":", "-")
+    out = (
+        Path(args.cache)
+        / "grade_runs"
+        / f"{source}_{digest}__{args.generate_strategy}__{model}.jsonl"
+    )
     evaluate(
         config, args.generate_strategy, qa_path, out=out, progress=not args.quiet, components=parts
     )
     errors: dict[bool, list[float]] = {True: [], False: []}
     for line in read_run(out):
+        if line["id"] not in ids:
+            continue
         errors[line["id"] in linked].append(1.0 - float(line["metrics"][config.grade.metric]))
     rng = np.random.default_rng(0)
     diff = None
@@ -537,6 +549,12 @@ def main(argv: list[str] | None = None) -> int:
         "the documents (e.g. musique)",
     )
     parser.add_argument("--generate-n-docs", type=int, default=500)
+    parser.add_argument(
+        "--generate-model",
+        default="",
+        help="the chat model that generates the questions and answers them with "
+        "--generate-strategy (default: --model)",
+    )
     parser.add_argument("--paths-per-hop", type=int, default=30, help="grade.paths_per_hop")
     parser.add_argument(
         "--generate-strategy",
