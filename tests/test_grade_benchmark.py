@@ -124,3 +124,44 @@ def test_matrices_follow_the_end_to_end_rows(
         for aggregation in ("min", "mean", "power")
     ]
     assert {(a["binning"], a["n"]) for a in compared} == {("per_hop", 1)}
+
+
+def test_generated_questions_read_only_their_own_lines(
+    grade: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scoring run file is shared by every generation from the same documents (a rerun
+    with other questions appends to it): only the current questions count, split into those
+    whose path uses an equivalence-only link and the rest; the file names its model."""
+    from rag_complexity_agents.corpus.documents import SourceDocument
+    from rag_complexity_agents.eval import harness
+
+    written: list[Path] = []
+
+    def fake_evaluate(config: Config, strategy: str, dataset: Path, **kw: Any) -> None:
+        out = Path(kw["out"])
+        written.append(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        lines = {"old": 1.0, "linked": 0.0, "rest1": 1.0, "rest2": 0.0}
+        out.write_text(
+            "".join(json.dumps({"id": i, "metrics": {"acc": v}}) + "\n" for i, v in lines.items())
+        )
+
+    monkeypatch.setattr(harness, "evaluate", fake_evaluate)
+    args = argparse.Namespace(
+        cache=str(tmp_path / "cache"), generate_strategy="single_step", quiet=True
+    )
+    config = Config().with_overrides({"models.chat": "llamacpp:qwen2.5-0.5b"})
+    docs = [SourceDocument(id="d1", text="Alpha founded Beta.")]
+    result = grade.score_generated(
+        args,
+        config,
+        docs,
+        "musique",
+        tmp_path / "qa.jsonl",
+        {"linked", "rest1", "rest2"},
+        {"linked"},
+    )
+    assert written[0].name.endswith("__single_step__llamacpp-qwen2.5-0.5b.jsonl")
+    assert (result["n_missing_link"], result["n_rest"]) == (1, 2)
+    assert (result["error_missing_link"], result["error_rest"]) == (1.0, 0.5)
+    assert result["difference"]["delta"] == 0.5
