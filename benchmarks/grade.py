@@ -21,10 +21,10 @@ chunks) and correctness is ``acc`` (not an LLM judge).
 ``--markdown-only`` rewrites ``grade.md`` alone from it.
 
 Generation (``--generate-docs``): runs the generation pipeline on a subset of the bundled demo
-corpus with the packaged LLM (LLM steps cached, so reruns are instant) and records how many
-validated questions of each hop count it produced; ``--generate-source musique
---generate-n-docs 500`` generates from the first 500 pooled MuSiQue paragraphs instead. It
-counts the questions whose path uses a link that exists only through an entity equivalence
+corpus with the packaged LLM or ``--generate-model`` (LLM steps cached, so reruns are instant)
+and records how many validated questions of each hop count it produced; ``--generate-source
+musique --generate-n-docs 500`` generates from the first 500 pooled MuSiQue paragraphs instead.
+It counts the questions whose path uses a link that exists only through an entity equivalence
 (GRADE's "missing links") and scores ``--generate-strategy`` on the generated questions over
 the documents: its error rate on those questions against the rest.
 
@@ -268,6 +268,7 @@ def generation(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     write_jsonl(result.questions, qa_path)
     data = result.to_dict()
     data["source"] = source
+    data["model"] = config.models.chat
     data["documents"] = len(docs) if source != "demo" else [d.id for d in docs]
     data["wall_seconds"] = round(time.perf_counter() - started, 1)
     data["qa_file"] = str(qa_path)
@@ -290,6 +291,11 @@ def generation(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     return data
 
 
+MIN_GROUP = 10
+"""Fewer questions in a group than this: no interval for the missing-link difference (a
+bootstrap of two questions that are both wrong has no spread)."""
+
+
 def score_generated(
     args: argparse.Namespace,
     config: Config,
@@ -301,7 +307,8 @@ def score_generated(
 ) -> dict[str, Any]:
     """Run ``--generate-strategy`` on the generated questions over their documents (one chunk
     per document) and compare its error rate on the ``linked`` questions (whose path uses a
-    link that exists only through an equivalence) against the rest (unpaired bootstrap). The
+    link that exists only through an equivalence) against the rest (unpaired bootstrap, when
+    each group has at least ``MIN_GROUP`` questions). The
     run file is shared by every generation from the same documents: only ``ids`` are read."""
     import hashlib
 
@@ -341,7 +348,7 @@ def score_generated(
         errors[line["id"] in linked].append(1.0 - float(line["metrics"][config.grade.metric]))
     rng = np.random.default_rng(0)
     diff = None
-    if errors[True] and errors[False]:
+    if min(len(errors[True]), len(errors[False])) >= MIN_GROUP:
         a, b = np.asarray(errors[True]), np.asarray(errors[False])
         boots = [rng.choice(a, a.size).mean() - rng.choice(b, b.size).mean() for _ in range(2000)]
         lo, hi = np.percentile(boots, [2.5, 97.5])
@@ -401,7 +408,7 @@ def markdown(results: dict[str, Any], primary: str, previous: str | None) -> str
     """``grade.md``: the primary row's full matrix, one summary line per other row, the
     generation run and the kept analysis block."""
     lines = [
-        "# GRADE: difficulty matrix on MuSiQue and generation on the demo corpus",
+        "# GRADE: difficulty matrix on MuSiQue and generated questions",
         "",
         f"Model: `{results['model']}`; dataset `{results['dataset']}` "
         f"({results['dataset_questions']} questions with supporting paragraphs); D_r = 1 − min "
@@ -459,7 +466,7 @@ def markdown(results: dict[str, Any], primary: str, previous: str | None) -> str
         where = "demo corpus subset" if source == "demo" else f"pooled {source} paragraphs"
         graph = gen.get("graph") or {}
         lines += [
-            f"### Generation ({where}, packaged LLM)",
+            f"### Generation ({where}, `{gen.get('model', 'packaged LLM')}`)",
             "",
             f"{gen['questions']} validated questions, by hops {gen['by_hops']}, from "
             f"{docs if isinstance(docs, int) else len(docs)} documents in "
@@ -484,7 +491,7 @@ def markdown(results: dict[str, Any], primary: str, previous: str | None) -> str
                 + (
                     f"; difference {diff['delta']:+.2f} [{diff['lo']:+.2f}, {diff['hi']:+.2f}]."
                     if diff
-                    else "."
+                    else f"; no interval with fewer than {MIN_GROUP} questions in a group."
                 ),
                 "",
             ]
