@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import re
 import shlex
 import sys
@@ -291,9 +292,26 @@ def generation(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     return data
 
 
-MIN_GROUP = 10
-"""Fewer questions in a group than this: no interval for the missing-link difference (a
-bootstrap of two questions that are both wrong has no spread)."""
+def newcombe(a: list[float], b: list[float], z: float = 1.96) -> dict[str, float] | None:
+    """The difference of two error rates, ``mean(a) - mean(b)``, with Newcombe's hybrid
+    Wilson score interval (95% for z = 1.96): valid for a group of two questions, where a
+    bootstrap of two equal values has no spread. None when a group is empty."""
+    if not a or not b:
+        return None
+
+    def wilson(values: list[float]) -> tuple[float, float, float]:
+        n, p = len(values), sum(values) / len(values)
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return p, centre - half, centre + half
+
+    (p1, l1, u1), (p2, l2, u2) = wilson(a), wilson(b)
+    delta = p1 - p2
+    return {
+        "delta": round(delta, 4),
+        "lo": round(delta - math.hypot(p1 - l1, u2 - p2), 4),
+        "hi": round(delta + math.hypot(u1 - p1, p2 - l2), 4),
+    }
 
 
 def score_generated(
@@ -307,9 +325,8 @@ def score_generated(
 ) -> dict[str, Any]:
     """Run ``--generate-strategy`` on the generated questions over their documents (one chunk
     per document) and compare its error rate on the ``linked`` questions (whose path uses a
-    link that exists only through an equivalence) against the rest (unpaired bootstrap, when
-    each group has at least ``MIN_GROUP`` questions). The
-    run file is shared by every generation from the same documents: only ``ids`` are read."""
+    link that exists only through an equivalence) against the rest (:func:`newcombe`). The run
+    file is shared by every generation from the same documents: only ``ids`` are read."""
     import hashlib
 
     import numpy as np
@@ -346,17 +363,6 @@ def score_generated(
         if line["id"] not in ids:
             continue
         errors[line["id"] in linked].append(1.0 - float(line["metrics"][config.grade.metric]))
-    rng = np.random.default_rng(0)
-    diff = None
-    if min(len(errors[True]), len(errors[False])) >= MIN_GROUP:
-        a, b = np.asarray(errors[True]), np.asarray(errors[False])
-        boots = [rng.choice(a, a.size).mean() - rng.choice(b, b.size).mean() for _ in range(2000)]
-        lo, hi = np.percentile(boots, [2.5, 97.5])
-        diff = {
-            "delta": round(float(a.mean() - b.mean()), 4),
-            "lo": round(float(lo), 4),
-            "hi": round(float(hi), 4),
-        }
     return {
         "name": args.generate_strategy,
         "model": config.models.chat,
@@ -366,7 +372,7 @@ def score_generated(
         "n_rest": len(errors[False]),
         "error_missing_link": round(float(np.mean(errors[True])), 4) if errors[True] else None,
         "error_rest": round(float(np.mean(errors[False])), 4) if errors[False] else None,
-        "difference": diff,
+        "difference": newcombe(errors[True], errors[False]),
     }
 
 
@@ -489,9 +495,10 @@ def markdown(results: dict[str, Any], primary: str, previous: str | None) -> str
                 f"{run['n_missing_link']} missing-link questions, {_rate(run['error_rest'])} "
                 f"on the other {run['n_rest']}"
                 + (
-                    f"; difference {diff['delta']:+.2f} [{diff['lo']:+.2f}, {diff['hi']:+.2f}]."
+                    f"; difference {diff['delta']:+.2f} [{diff['lo']:+.2f}, {diff['hi']:+.2f}] "
+                    "(Newcombe's 95% interval)."
                     if diff
-                    else f"; no interval with fewer than {MIN_GROUP} questions in a group."
+                    else "."
                 ),
                 "",
             ]

@@ -164,4 +164,5 @@ def test_generated_questions_read_only_their_own_lines(
     assert written[0].name.endswith("__single_step__llamacpp-qwen2.5-0.5b.jsonl")
     assert (result["n_missing_link"], result["n_rest"]) == (1, 2)
     assert (result["error_missing_link"], result["error_rest"]) == (1.0, 0.5)
-    assert result["difference"] is None  # fewer than MIN_GROUP questions in a group
+    diff = result["difference"]  # Newcombe's interval stays wide at one question
+    assert diff["delta"] == 0.5 and diff["lo"] < 0 < diff["hi"] < 1
