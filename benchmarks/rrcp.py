@@ -1,13 +1,14 @@
-"""RRCP benchmark: retrieval-complexity classification (the task of the paper's Table 3, with
-SQuAD questions as negatives) and the correlation of RC with answer correctness of the
-end-to-end runs (in the style of the paper's Table 4).
+"""RRCP benchmark: retrieval-complexity classification (the task of the paper's Table 3) and
+the correlation of RC with answer correctness of the end-to-end runs (in the style of the
+paper's Table 4).
 
-Labels come from dataset structure: questions of the multi-hop datasets MuSiQue,
-2WikiMultiHopQA and HotpotQA (distractor) are *complex*; SQuAD v1.1 questions, whose gold
-paragraph is in the corpus, are *not complex*. Each multi-hop dataset is paired with the same
-SQuAD questions (one row per dataset, as the paper's per-dataset columns). A paper-like
-within-dataset row ``musique_subq`` pairs MuSiQue questions with MuSiQue's own first gold
-sub-questions (natural-language ones only), answered by a paragraph in the corpus.
+Labels come from dataset structure. The paper's task is the within-dataset row
+``musique_subq``: MuSiQue questions (multi-hop, *complex*) against MuSiQue's own first gold
+sub-questions (one-hop, *not complex*; natural-language ones only, answered by a paragraph in
+the corpus). HotpotQA's levels, the paper's other split, cannot be used: the dev files hold
+one level only. Cross-dataset rows pair the questions of MuSiQue, 2WikiMultiHopQA and
+HotpotQA (distractor) with the same SQuAD v1.1 questions (gold paragraph in the corpus) as
+negatives; a classifier can also tell those classes apart by dataset style.
 
 Corpus: the pooled, deduplicated paragraphs of every question used (one chunk per
 paragraph), indexed once under ``<cache>/collections``. Retrieval: hybrid BM25 + MiniLM (RRF),
@@ -17,10 +18,11 @@ Methods per dataset: ``ans_only`` (complex iff Ans = 0), ``com_only`` (Com = 1),
 (both), each with thresholds grid-searched for F1 on one half of the questions (even
 positions) and reported on the other half (odd positions); ``llm_baseline``: the prompted
 classifier, P(yes) >= 0.5, on the reported half of the first ``--n-baseline`` per class.
-Evaluators: ``lexical`` (reference containment; all questions) and ``llm`` (P(yes) of a chat
-model; the first ``--n-llm`` questions per class, because every (question, document) costs
-one forward pass). ``--model`` takes several chat models (comma-separated), scored one after
-the other; every LLM row names its model.
+Evaluators: ``lexical`` (reference containment; every row) and ``llm`` (P(yes) of a chat
+model; the first ``--n-llm`` questions per class of the ``--llm-rows`` rows, by default the
+paper's task only, because every (question, document) costs one forward pass).
+``--model`` takes several chat models (comma-separated), scored one after the other; every
+LLM row names its model.
 
 Table-4 style: for every harness run file found under ``--runs`` (default: the end-to-end
 benchmark's), correctness (cover-EM) of the questions RRCP (lexical, thresholds calibrated on
@@ -458,10 +460,11 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         result["command"],
         "```",
         "",
-        "## Complex-question identification (multi-hop questions against SQuAD)",
+        "## Complex-question identification",
         "",
-        "Positives: the multi-hop dataset's questions; negatives: SQuAD questions (gold "
-        "paragraph in the corpus), or for `musique_subq` MuSiQue's first gold sub-questions. "
+        "Positives: the multi-hop dataset's questions; negatives: for `musique_subq` (the "
+        "paper's task) MuSiQue's first gold sub-questions, for the other rows SQuAD questions "
+        "(gold paragraph in the corpus). "
         "Thresholds grid-searched for F1 on the calibration half, metrics on the other half "
         "(`n` = reported questions, half of each class). `paper T` = the paper's thresholds "
         "(0.15, 0.80) without calibration. The LLM baseline uses P(yes) >= 0.5. LLM rows "
@@ -469,10 +472,9 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         "s/q: seconds per question of the LLM evaluator (all its passages; shared machine, "
         "an upper bound). `Δ acc vs ans_only`: the rrcp row's accuracy minus Answerability "
         "alone on the same questions, paired bootstrap 95% interval (does completeness add?). "
-        "The paper's Table 3 is not shown beside these rows: it separates "
-        "one-hop from multi-hop questions within MuSiQue and HotpotQA (GenEval T5-XXL "
-        "evaluator), while the negatives here are SQuAD questions, another dataset, so a "
-        "classifier can also tell the classes apart by dataset style.",
+        "The paper's Table 3 separates one-hop from multi-hop questions within MuSiQue and "
+        "HotpotQA with a GenEval T5-XXL evaluator; only `musique_subq` poses that task. The "
+        "rows with SQuAD negatives can also be told apart by dataset style.",
         "",
         "| dataset | evaluator | model | method | n | accuracy | Δ acc vs ans_only | F1 | T_ans "
         "| T_com | paper T: acc / F1 | s/q |",
@@ -534,11 +536,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     cache = default_home() / "benchmarks"
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(REPO / ".." / "shared" / "data"))
-    parser.add_argument("--n", type=int, default=80, help="questions per class per dataset")
+    parser.add_argument("--n", type=int, default=100, help="questions per class per dataset")
     parser.add_argument(
-        "--n-llm", type=int, default=40, help="per class, LLM evaluator (40: 80 per dataset)"
+        "--n-llm", type=int, default=100, help="per class, LLM evaluator (100: 200 per row)"
     )
-    parser.add_argument("--n-baseline", type=int, default=40, help="per class, LLM baseline")
+    parser.add_argument("--n-baseline", type=int, default=50, help="per class, LLM baseline")
     parser.add_argument("--k", type=int, default=5, help="documents retrieved (|D|)")
     parser.add_argument("--llm-k", type=int, default=5, help="documents the LLM judges")
     parser.add_argument("--passage-chars", type=int, default=400)
@@ -551,8 +553,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--no-llm", action="store_true", help="lexical evaluator only")
     parser.add_argument(
         "--llm-rows",
-        default="",
-        help="LLM rows for these rows' questions only (comma-separated, e.g. musique_subq)",
+        default="musique_subq",
+        help="the rows scored with the LLM evaluator (comma-separated; default: the paper's "
+        "within-MuSiQue task; an empty value: every row)",
     )
     parser.add_argument(
         "--cached-only",
