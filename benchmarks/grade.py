@@ -270,6 +270,7 @@ def generation(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     data = result.to_dict()
     data["source"] = source
     data["model"] = config.models.chat
+    data["equivalence"] = config.grade.equivalence
     data["documents"] = len(docs) if source != "demo" else [d.id for d in docs]
     data["wall_seconds"] = round(time.perf_counter() - started, 1)
     data["qa_file"] = str(qa_path)
@@ -479,7 +480,8 @@ def markdown(results: dict[str, Any], primary: str, previous: str | None) -> str
             f"{gen.get('wall_seconds')} s (LLM steps cached; a rerun costs nothing). "
             f"Graph: {graph.get('nodes')} nodes, {graph.get('edges')} edges, "
             f"{graph.get('merged_entities')} entities merged and {graph.get('mirrored_edges')} "
-            "edges mirrored by equivalence; "
+            f"edges mirrored by equivalence (`grade.equivalence = "
+            f"{gen.get('equivalence', 'groups')}`); "
             f"{gen.get('missing_links', 0)} questions whose path uses a link that exists only "
             "through an equivalence.",
             "",
@@ -576,6 +578,13 @@ def main(argv: list[str] | None = None) -> int:
         help="harness strategy scored on the generated questions ('' to skip)",
     )
     parser.add_argument("--claims", default="rule", choices=["llm", "rule"])
+    parser.add_argument(
+        "--equivalence",
+        default="groups",
+        choices=["groups", "pairs"],
+        help="grade.equivalence: the paper's group prompt or a Yes/No question per pair of "
+        "nested names",
+    )
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "grade.json"))
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument(
@@ -597,6 +606,7 @@ def main(argv: list[str] | None = None) -> int:
         {
             "models.chat": args.model,
             "grade.claims": args.claims,
+            "grade.equivalence": args.equivalence,
             "grade.paths_per_hop": args.paths_per_hop,
         }
     )

@@ -15,9 +15,10 @@ paragraph), indexed once under ``<cache>/collections``. Retrieval: hybrid BM25 +
 top k. Token relevance: MaxSim over MiniLM token embeddings (``MaxSimTokenRelevance``).
 
 Methods per dataset: ``ans_only`` (complex iff Ans = 0), ``com_only`` (Com = 1), ``rrcp``
-(both), each with thresholds grid-searched for F1 on one half of the questions (even
-positions) and reported on the other half (odd positions); ``llm_baseline``: the prompted
-classifier, P(yes) >= 0.5, on the reported half of the first ``--n-baseline`` per class.
+(both), each cross-fitted: thresholds grid-searched for F1 on one half of the questions
+(even positions) predict the other half (odd positions) and the other way round, so every
+question is reported once, out of sample; ``llm_baseline``: the prompted classifier,
+P(yes) >= 0.5, on the first ``--n-baseline`` per class.
 Evaluators: ``lexical`` (reference containment; every row) and ``llm`` (P(yes) of a chat
 model; the first ``--n-llm`` questions per class of the ``--llm-rows`` rows, by default the
 paper's task only, because every (question, document) costs one forward pass).
@@ -328,15 +329,20 @@ def scored(base: dict[str, Any], s: Sequence[float], label: bool, tau: float, k:
 def evaluate_rows(
     dataset: str, evaluator: str, cal: list[Scored], test: list[Scored]
 ) -> list[dict[str, Any]]:
+    """Rows per method, cross-fitted: thresholds grid-searched on ``cal`` predict ``test``
+    and those searched on ``test`` predict ``cal``, so every question is reported once, out
+    of sample. ``T_ans``/``T_com`` are the thresholds of the first fold, ``folds`` both."""
     rows = []
-    gold = [x.label for x in test]
+    both = test + cal
+    gold = [x.label for x in both]
     right: dict[str, list[float]] = {}
     for method in METHODS:
-        c = calibrate(cal, method)
+        c, c_swapped = calibrate(cal, method), calibrate(test, method)
         predicted = predict(test, c.T_ans, c.T_com, method)
+        predicted += predict(cal, c_swapped.T_ans, c_swapped.T_com, method)
         right[method] = [float(p == g) for p, g in zip(predicted, gold, strict=True)]
         m = classification_metrics(predicted, gold)
-        paper_m = classification_metrics(predict(test, 0.15, 0.80, method), gold)
+        paper_m = classification_metrics(predict(both, 0.15, 0.80, method), gold)
         rows.append(
             {
                 "dataset": dataset,
@@ -346,11 +352,13 @@ def evaluate_rows(
                 "f1": round(m["f1"], 4),
                 "precision": round(m["precision"], 4),
                 "recall": round(m["recall"], 4),
-                "n_test": len(test),
-                "n_calibration": len(cal),
+                "n_test": len(both),
                 "T_ans": round(c.T_ans, 4),
                 "T_com": round(c.T_com, 4),
-                "calibration_f1": round(c.f1, 4),
+                "folds": [
+                    {"T_ans": round(f.T_ans, 4), "T_com": round(f.T_com, 4), "f1": round(f.f1, 4)}
+                    for f in (c, c_swapped)
+                ],
                 "paper_thresholds": {
                     "accuracy": round(paper_m["accuracy"], 4),
                     "f1": round(paper_m["f1"], 4),
@@ -358,7 +366,7 @@ def evaluate_rows(
             }
         )
     # does completeness add to answerability: accuracy of rrcp minus ans_only, paired
-    gain = paired_difference(right["rrcp"], right["ans_only"]) if test else None
+    gain = paired_difference(right["rrcp"], right["ans_only"]) if both else None
     for row in rows:
         if row["method"] == "rrcp" and gain is not None:
             row["accuracy_vs_ans_only"] = {
@@ -465,8 +473,9 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         "Positives: the multi-hop dataset's questions; negatives: for `musique_subq` (the "
         "paper's task) MuSiQue's first gold sub-questions, for the other rows SQuAD questions "
         "(gold paragraph in the corpus). "
-        "Thresholds grid-searched for F1 on the calibration half, metrics on the other half "
-        "(`n` = reported questions, half of each class). `paper T` = the paper's thresholds "
+        "Thresholds grid-searched for F1 on one half of the questions predict the other half "
+        "and the other way round (two folds), so `n` counts every question, each predicted "
+        "out of sample; T_ans / T_com: the first fold's. `paper T` = the paper's thresholds "
         "(0.15, 0.80) without calibration. The LLM baseline uses P(yes) >= 0.5. LLM rows "
         "of a run still in progress cover the questions scored so far (`n of planned`); "
         "s/q: seconds per question of the LLM evaluator (all its passages; shared machine, "
@@ -700,12 +709,12 @@ def llm_sets(
     rows_items: dict[str, list[Item]], args: argparse.Namespace
 ) -> dict[str, tuple[list[Item], list[Item]]]:
     """Per dataset (those of ``--llm-rows`` when given): the LLM evaluator's questions (the
-    first ``--n-llm`` of each class) and the LLM baseline's (the reported half of the first
-    ``--n-baseline`` of each class)."""
+    first ``--n-llm`` of each class) and the LLM baseline's (the first ``--n-baseline`` of
+    each class)."""
     sets = {
         dataset: (
             subset_per_class(items, args.n_llm),
-            split(subset_per_class(items, args.n_baseline))[1],
+            subset_per_class(items, args.n_baseline),
         )
         for dataset, items in rows_items.items()
     }
@@ -803,7 +812,6 @@ def llm_rows(
                     "recall": round(m["recall"], 4),
                     "n_test": len(test),
                     "n_test_planned": len(baselined),
-                    "n_calibration": 0,
                     "mean_p_yes": {
                         "complex": mean([p for p, i in zip(probs, test, strict=True) if i.label]),
                         "not_complex": mean(
@@ -822,7 +830,7 @@ def llm_rows(
         test_s = [scored(bases[i.key], s[i.key], i.label, args.tau, args.llm_k) for i in test]
         extra = {
             "model": llm.spec,
-            "n_test_planned": len(split(evaluated)[1]),
+            "n_test_planned": len(evaluated),
             "seconds_per_question": mean([e.seconds for e in entries]),
         }
         rows += [{**row, **extra} for row in evaluate_rows(dataset, "llm", cal_s, test_s)]

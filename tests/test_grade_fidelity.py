@@ -17,7 +17,7 @@ from rag_complexity_agents.complexity.grade.difficulty import (
     DifficultyMatrix,
     difficulty_matrix,
 )
-from rag_complexity_agents.complexity.grade.equivalence import apply_equivalences
+from rag_complexity_agents.complexity.grade.equivalence import apply_equivalences, nested_pairs
 from rag_complexity_agents.complexity.grade.kg import KnowledgeGraph, Triple
 from rag_complexity_agents.complexity.grade.matrix import matrix_markdown
 from rag_complexity_agents.complexity.grade.records import Claim, Sentence
@@ -114,6 +114,57 @@ def test_generation_applies_each_equivalence_inside_its_own_cluster() -> None:
     assert kg.graph.has_edge("michael jordan", "chicago bulls")
     assert not kg.graph.has_edge("michael jordan", "israel")
     assert not kg.graph.has_edge("amman", "michael jordan")
+
+
+class _AliasLLM:
+    """Says Yes to the alias question for the names of ``same`` (the step LLM's interface)."""
+
+    def __init__(self, same: set[str]) -> None:
+        self.same = same
+        self.asked: list[tuple[str, str]] = []
+        self.skipped: Counter[str] = Counter()
+
+    def yes(self, step: str, messages: Any) -> float:
+        assert step == "alias"
+        lines = messages[-1][1].splitlines()
+        first, second = (line.split(": ", 1)[1] for line in lines if line.startswith("Name "))
+        self.asked.append((first, second))
+        return 1.0 if {first, second} <= self.same else 0.0
+
+
+def test_nested_pairs_are_the_names_inside_other_names() -> None:
+    names = ["Ann Arbor, Michigan", "Ann Arbor", "University of Michigan", "Michigan", "the Ann"]
+    assert sorted(nested_pairs(names)) == [
+        ("Ann Arbor", "Ann Arbor, Michigan"),
+        ("Michigan", "Ann Arbor, Michigan"),
+        ("Michigan", "University of Michigan"),
+        ("the Ann", "Ann Arbor"),
+        ("the Ann", "Ann Arbor, Michigan"),
+    ]
+
+
+def test_pairs_mode_merges_the_confirmed_pairs_into_a_missing_link() -> None:
+    kg = KnowledgeGraph.from_triples(
+        [
+            Triple("Sam Raimi", "was born in", "Royal Oak, Michigan", "c1"),
+            Triple("Royal Oak", "lies in", "Oakland County", "c2"),
+            Triple("Michigan", "borders", "Ohio", "c3"),
+        ]
+    )
+    triples = [t for _, _, d in kg.graph.edges(data=True) for t in d["triples"]]
+    claims = [_claim(c, c) for c in ("c1", "c2", "c3")]
+    llm = _AliasLLM({"Royal Oak", "Royal Oak, Michigan"})
+    grade = Config().grade.model_copy(update={"equivalence": "pairs"})
+    applied = apply_equivalences(llm, kg, [claims], triples, _FlatEmbedder(), grade)  # type: ignore[arg-type]
+    assert applied == {"always": 1}
+    assert sorted(llm.asked) == [
+        ("Michigan", "Royal Oak, Michigan"),
+        ("Royal Oak", "Royal Oak, Michigan"),
+    ]
+    assert llm.skipped == Counter({"alias_rejected": 1})
+    (path,) = [p for p in kg.shortest_paths(min_hops=2, max_hops=2)]
+    assert [lk.via_equivalence for lk in path.links] == [False, True]
+    assert not kg.graph.has_edge(kg.key("Michigan"), kg.key("Royal Oak"))
 
 
 # ---------------------------------------------------------------------------- bin-level r

@@ -84,7 +84,7 @@ def test_rows_of_a_partial_run_cover_the_scored_prefix(rrcp: Any, tmp_path: Path
     assert len(rrcp_rows) == 2
     for row in rrcp_rows:
         assert (row["evaluator"], row["model"]) == ("llm", BIG)
-        assert (row["n_test"], row["n_test_planned"]) == (2, 4)
+        assert (row["n_test"], row["n_test_planned"]) == (6, 8)  # both folds, cross-fitted
         assert row["accuracy"] == 1.0 and row["seconds_per_question"] == 2.0
     assert not [r for r in out if r["method"] == "llm_baseline"]  # nothing cached for it
     cache.close()

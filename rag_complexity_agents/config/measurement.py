@@ -99,6 +99,15 @@ class GradeConfig(BaseModel):
         description="Soft clustering: a claim joins every cluster whose "
         "posterior reaches this value.",
     )
+    equivalence: Literal["groups", "pairs"] = Field(
+        "groups",
+        description="How equivalent entity names are found inside a cluster: 'groups' (the "
+        "paper): the LLM groups the cluster's names as 'always' or 'context'; 'pairs' (not in "
+        "the paper): every pair of the cluster's names where one name's content words are all "
+        "in the other's ('Ann Arbor', 'Ann Arbor, Michigan') is put to the LLM as a Yes/No "
+        "question and merged ('always') on Yes. The packaged models mostly answer the group "
+        "prompt with one name as its own group.",
+    )
     max_entities_per_cluster: int = Field(
         24, ge=2, description="Entities shown to the equivalence prompt per cluster."
     )

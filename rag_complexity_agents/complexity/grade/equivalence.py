@@ -2,9 +2,10 @@
 
 The LLM groups the names of a cluster's most frequent entities that denote the same thing,
 as ``always`` (merged into one node) or ``context`` (edges mirrored between the nodes).
-*Deviation:* a proposed equivalent name must share a content word with the group's first
+*Deviations:* a proposed equivalent name must share a content word with the group's first
 name or reach ``grade.equivalence_min_cosine`` (a 0.5B model groups unrelated names, e.g. a
-film and its director).
+film and its director); ``grade.equivalence="pairs"`` replaces the group prompt by a Yes/No
+question per pair of nested names ("Ann Arbor" in "Ann Arbor, Michigan"), merged on Yes.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def apply_equivalences(
     embedder: SentenceTransformerEmbedder,
     grade: GradeConfig,
 ) -> dict[str, int]:
-    """Ask for equivalent names per cluster and apply them to ``kg``; groups applied by kind."""
+    """Find equivalent names per cluster (``grade.equivalence``) and apply them to ``kg``;
+    groups applied by kind."""
     applied = Counter[str]()
     by_claim: dict[str, list[Triple]] = {}
     for t in triples:
@@ -76,28 +78,79 @@ def apply_equivalences(
         entities = [name for name, _ in counts.most_common(grade.max_entities_per_cluster)]
         if len(entities) < 2:
             continue
-        messages = prompts.equivalence_messages([c.text for c in members], entities)
-        reply = llm.generate("equivalence", messages, max_tokens=120)
-        if reply is None:
-            continue
-        groups, bad = parse_groups(reply)
-        llm.skipped.update(bad)
-        known = {normalize_entity(e): e for e in entities}
+        claims = [c.text for c in members]
+        if grade.equivalence == "pairs":
+            groups = confirmed_pairs(llm, claims, entities)
+        else:
+            groups = proposed_groups(llm, claims, entities, embedder, grade.equivalence_min_cosine)
+        within = {c.id for c in members}
         for names, kind in groups:
-            valid = []
-            for name in names:
-                match = known.get(normalize_entity(name))
-                if match is None:
-                    llm.skipped["equivalence_unknown_entity"] += 1
-                elif match not in valid:
-                    valid.append(match)
-            valid = similar_names(valid, embedder, grade.equivalence_min_cosine, llm.skipped)
-            if len({kg.key(v) for v in valid}) < 2:
+            if len({kg.key(n) for n in names}) < 2:
                 continue
-            within = {c.id for c in members}
-            if kg.apply_equivalence(valid, kind, within=within):  # type: ignore[arg-type]
+            if kg.apply_equivalence(names, kind, within=within):  # type: ignore[arg-type]
                 applied[kind] += 1
     return dict(applied)
+
+
+def proposed_groups(
+    llm: StepLLM,
+    claims: Sequence[str],
+    entities: Sequence[str],
+    embedder: SentenceTransformerEmbedder,
+    min_cosine: float,
+) -> list[tuple[list[str], str]]:
+    """The paper's step: the LLM groups ``entities`` as ``always`` or ``context``; names it
+    invents are dropped, and so are names unlike the group's first (:func:`similar_names`)."""
+    reply = llm.generate(
+        "equivalence", prompts.equivalence_messages(claims, entities), max_tokens=120
+    )
+    if reply is None:
+        return []
+    groups, bad = parse_groups(reply)
+    llm.skipped.update(bad)
+    known = {normalize_entity(e): e for e in entities}
+    out = []
+    for names, kind in groups:
+        valid = []
+        for name in names:
+            match = known.get(normalize_entity(name))
+            if match is None:
+                llm.skipped["equivalence_unknown_entity"] += 1
+            elif match not in valid:
+                valid.append(match)
+        out.append((similar_names(valid, embedder, min_cosine, llm.skipped), kind))
+    return out
+
+
+def nested_pairs(entities: Sequence[str]) -> list[tuple[str, str]]:
+    """(shorter, longer) pairs of ``entities`` where every content word of the shorter name is
+    in the longer one and the names differ: the candidates of ``grade.equivalence="pairs"``."""
+    words = [(name, content_words(name)) for name in entities]
+    pairs = []
+    for i, (a, wa) in enumerate(words):
+        for b, wb in words[i + 1 :]:
+            if not wa or not wb or normalize_entity(a) == normalize_entity(b):
+                continue
+            if wa <= wb:
+                pairs.append((a, b))
+            elif wb <= wa:
+                pairs.append((b, a))
+    return pairs
+
+
+def confirmed_pairs(
+    llm: StepLLM, claims: Sequence[str], entities: Sequence[str]
+) -> list[tuple[list[str], str]]:
+    """The :func:`nested_pairs` of ``entities`` the LLM calls the same thing (P(yes) >= 0.5),
+    each as an ``always`` group (deviation from the paper, see ``grade.equivalence``)."""
+    out: list[tuple[list[str], str]] = []
+    for short, long in nested_pairs(entities):
+        p = llm.yes("alias", prompts.alias_messages(claims, short, long))
+        if p is not None and p >= 0.5:
+            out.append(([long, short], "always"))
+        elif p is not None:
+            llm.skipped["alias_rejected"] += 1
+    return out
 
 
 def similar_names(

@@ -75,6 +75,13 @@ and Guillermo del Toro)
 Copy the names exactly as listed. Never group different things. If no names refer to the \
 same thing, write NONE."""
 
+ALIAS_SYSTEM = """\
+Below are claims and two names found in them. Answer Yes if both names refer to the same \
+person, place, work, organisation or thing (e.g. "Ann Arbor" and "Ann Arbor, Michigan"). \
+Answer No if they refer to different things (e.g. a film and its sequel, a person and a \
+place named after them).
+Reply with one word: Yes or No."""
+
 QUESTION_SYSTEM = """\
 You write one multi-hop quiz question from a chain of facts.
 The answer to the question is given; it is the last entity of the chain.
@@ -170,6 +177,12 @@ def equivalence_messages(claims: Sequence[str], entities: Sequence[str]) -> Mess
     entity_lines = "\n".join(f"- {e}" for e in entities)
     user = f"Claims:\n{claim_lines}\nEntity names:\n{entity_lines}\nGroups:"
     return [("system", EQUIVALENCE_SYSTEM), ("user", user)]
+
+
+def alias_messages(claims: Sequence[str], first: str, second: str) -> Messages:
+    claim_lines = "\n".join(f"- {c}" for c in claims)
+    user = f"Claims:\n{claim_lines}\nName 1: {first}\nName 2: {second}\nSame thing?"
+    return [("system", ALIAS_SYSTEM), ("user", user)]
 
 
 def question_messages(chain: Sequence[tuple[str, str, str]], answer: str) -> Messages:
