@@ -103,10 +103,11 @@ class GradeConfig(BaseModel):
         "groups",
         description="How equivalent entity names are found inside a cluster: 'groups' (the "
         "paper): the LLM groups the cluster's names as 'always' or 'context'; 'pairs' (not in "
-        "the paper): every pair of the cluster's names where one name's content words are all "
-        "in the other's ('Ann Arbor', 'Ann Arbor, Michigan') is put to the LLM as a Yes/No "
-        "question and merged ('always') on Yes. The packaged models mostly answer the group "
-        "prompt with one name as its own group.",
+        "the paper): names that look like one name written two ways (with a qualifier: 'Ann "
+        "Arbor' / 'Ann Arbor, Michigan'; a surname and the cluster's one full name ending with "
+        "it: 'Pepys' / 'Samuel Pepys') are each put to the LLM as a Yes/No question and merged "
+        "('always') on Yes. The packaged models mostly answer the group prompt with one name as "
+        "its own group, and say Yes to most pairs of names where one contains the other.",
     )
     max_entities_per_cluster: int = Field(
         24, ge=2, description="Entities shown to the equivalence prompt per cluster."

@@ -5,7 +5,8 @@ as ``always`` (merged into one node) or ``context`` (edges mirrored between the 
 *Deviations:* a proposed equivalent name must share a content word with the group's first
 name or reach ``grade.equivalence_min_cosine`` (a 0.5B model groups unrelated names, e.g. a
 film and its director); ``grade.equivalence="pairs"`` replaces the group prompt by a Yes/No
-question per pair of nested names ("Ann Arbor" in "Ann Arbor, Michigan"), merged on Yes.
+question per pair of names that look like one name written two ways (:func:`alias_pairs`),
+merged on Yes.
 """
 
 from __future__ import annotations
@@ -122,29 +123,49 @@ def proposed_groups(
     return out
 
 
-def nested_pairs(entities: Sequence[str]) -> list[tuple[str, str]]:
-    """(shorter, longer) pairs of ``entities`` where every content word of the shorter name is
-    in the longer one and the names differ: the candidates of ``grade.equivalence="pairs"``."""
-    words = [(name, content_words(name)) for name in entities]
+_NOT_A_GIVEN_NAME = frozenset(
+    {"the", "north", "south", "east", "west", "northern", "southern", "eastern", "western"}
+)
+
+
+def _capitalised(word: str) -> bool:
+    return word[:1].isupper() and word.replace("-", "").replace(".", "").isalpha()
+
+
+def alias_pairs(entities: Sequence[str]) -> list[tuple[str, str]]:
+    """(short, long) pairs of ``entities`` that look like one name written two ways: a name
+    and the same name with a qualifier (``Ann Arbor`` / ``Ann Arbor, Michigan``, ``Green`` /
+    ``Green (album)``), or a surname and the one full name of the list that ends with it
+    (``Pepys`` / ``Samuel Pepys``; not ``South Jakarta``). The candidates of
+    ``grade.equivalence="pairs"``."""
     pairs = []
-    for i, (a, wa) in enumerate(words):
-        for b, wb in words[i + 1 :]:
-            if not wa or not wb or normalize_entity(a) == normalize_entity(b):
-                continue
-            if wa <= wb:
-                pairs.append((a, b))
-            elif wb <= wa:
-                pairs.append((b, a))
+    full_names: dict[str, list[str]] = {}
+    for long in entities:
+        words = long.split()
+        if (
+            2 <= len(words) <= 4
+            and all(map(_capitalised, words))
+            and words[0].lower() not in _NOT_A_GIVEN_NAME
+        ):
+            full_names.setdefault(words[-1], []).append(long)
+    for short in entities:
+        if not short[:1].isupper():
+            continue
+        pairs += [
+            (short, long) for long in entities if long.startswith((f"{short}, ", f"{short} ("))
+        ]
+        if _capitalised(short) and len(full_names.get(short, [])) == 1:
+            pairs.append((short, full_names[short][0]))
     return pairs
 
 
 def confirmed_pairs(
     llm: StepLLM, claims: Sequence[str], entities: Sequence[str]
 ) -> list[tuple[list[str], str]]:
-    """The :func:`nested_pairs` of ``entities`` the LLM calls the same thing (P(yes) >= 0.5),
+    """The :func:`alias_pairs` of ``entities`` the LLM calls the same thing (P(yes) >= 0.5),
     each as an ``always`` group (deviation from the paper, see ``grade.equivalence``)."""
     out: list[tuple[list[str], str]] = []
-    for short, long in nested_pairs(entities):
+    for short, long in alias_pairs(entities):
         p = llm.yes("alias", prompts.alias_messages(claims, short, long))
         if p is not None and p >= 0.5:
             out.append(([long, short], "always"))
