@@ -582,8 +582,8 @@ def main(argv: list[str] | None = None) -> int:
         "--equivalence",
         default="groups",
         choices=["groups", "pairs"],
-        help="grade.equivalence: the paper's group prompt or a Yes/No question per pair of "
-        "nested names",
+        help="grade.equivalence: the paper's group prompt, or a Yes/No question per pair of "
+        "names written two ways (a qualifier, a surname)",
     )
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "grade.json"))
     parser.add_argument("--quiet", action="store_true")

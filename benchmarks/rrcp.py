@@ -547,7 +547,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--data", default=str(REPO / ".." / "shared" / "data"))
     parser.add_argument("--n", type=int, default=100, help="questions per class per dataset")
     parser.add_argument(
-        "--n-llm", type=int, default=100, help="per class, LLM evaluator (100: 200 per row)"
+        "--n-llm",
+        type=int,
+        default=100,
+        help="per class, LLM evaluator (at most; musique_subq has 91)",
     )
     parser.add_argument("--n-baseline", type=int, default=50, help="per class, LLM baseline")
     parser.add_argument("--k", type=int, default=5, help="documents retrieved (|D|)")
