@@ -142,6 +142,10 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
             ("plan_execute_2_passages", "Plan-and-execute, 2 passages a step"),
             ("plan_execute_quote", "Plan-and-execute, last step quotes its evidence"),
             ("plan_execute_quote_all", "Plan-and-execute, every step quotes its evidence"),
+            (
+                "plan_execute_2_passages_quote",
+                "Plan-and-execute, 2 passages a step, last step quotes its evidence",
+            ),
             ("plan_execute_votes", "Plan-and-execute + bridge votes (m = 5)"),
             ("plan_execute_mer", "Plan-and-execute + MER"),
         )
@@ -166,6 +170,10 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "plan_execute_2_passages": ("plan_execute", {"answer.sub_passages": 2}),
     "plan_execute_quote": ("plan_execute", {"agents.quote_evidence": "final"}),
     "plan_execute_quote_all": ("plan_execute", {"agents.quote_evidence": "all"}),
+    "plan_execute_2_passages_quote": (
+        "plan_execute",
+        {"answer.sub_passages": 2, "agents.quote_evidence": "final"},
+    ),
 }
 CEILINGS = ("gold_evidence", "gold_decomposition", "gold_bridges")
 
