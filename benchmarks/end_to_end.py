@@ -119,6 +119,7 @@ _LOOP = (*_MER, "agents.max_steps")
 _PLAN = (
     *_RETRIEVAL,
     "answer.sub_passages",
+    "agents.plan_rules",
     "agents.quote_evidence",
     "agents.bridge_votes",
     "agents.mer",
@@ -146,6 +147,7 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
                 "plan_execute_2_passages_quote",
                 "Plan-and-execute, 2 passages a step, last step quotes its evidence",
             ),
+            ("plan_execute_rules", "Plan-and-execute, planning rules"),
             ("plan_execute_votes", "Plan-and-execute + bridge votes (m = 5)"),
             ("plan_execute_mer", "Plan-and-execute + MER"),
         )
@@ -170,6 +172,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "plan_execute_2_passages": ("plan_execute", {"answer.sub_passages": 2}),
     "plan_execute_quote": ("plan_execute", {"agents.quote_evidence": "final"}),
     "plan_execute_quote_all": ("plan_execute", {"agents.quote_evidence": "all"}),
+    "plan_execute_rules": ("plan_execute", {"agents.plan_rules": True}),
     "plan_execute_2_passages_quote": (
         "plan_execute",
         {"answer.sub_passages": 2, "agents.quote_evidence": "final"},

@@ -183,6 +183,7 @@ class ScriptedChat(GenericFakeChatModel):
         self.calls.append(
             {
                 "kind": prompt.kind,
+                "system": next((str(m.content) for m in prompt.messages if m.type == "system"), ""),
                 "human": prompt.human,
                 "last": prompt.last,
                 "types": [m.type for m in prompt.messages],

@@ -1,6 +1,6 @@
-"""How plan-and-execute reads its steps: bridge votes (the pure choice in agents/votes.py and
-the vote over the real demo collection with a scripted chat model) and the answer prompt that
-quotes its evidence first."""
+"""How plan-and-execute plans and reads its steps: the planning rules, bridge votes (the pure
+choice in agents/votes.py and the vote over the real demo collection with a scripted chat
+model) and the answer prompt that quotes its evidence first."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from agent_fakes import Script, ScriptedChat, demo_config, demo_home
 
 from rag_complexity_agents.agents.context import derive_components
 from rag_complexity_agents.agents.plan_execute import is_bridge
+from rag_complexity_agents.agents.prompts import plan_execute as plan_prompt
 from rag_complexity_agents.agents.registry import build_pipeline
 from rag_complexity_agents.agents.run import run_graph
 from rag_complexity_agents.agents.single_step import quoted_answer
@@ -176,3 +177,19 @@ def test_a_quote_cut_off_before_its_answer_is_asked_again_plainly(parts: Compone
     assert result.answer == "Tokyo, Japan" and result.trace["format_errors"] == 0
     assert any("asked without quoting" in note for note in result.trace["notes"])
     assert result.trace["llm_calls"] == 4  # plan, first answer, the quote, the plain answer
+
+
+@pytest.mark.parametrize("rules", [True, False])
+def test_plan_rules_end_the_planning_prompt_only_when_asked(parts: Components, rules: bool) -> None:
+    chat = ScriptedChat(
+        script=Script(plan="1. Who founded Studio Ghibli?", answer="Hayao Miyazaki")
+    )
+    cfg = demo_config(parts.config.corpus.home, agents={"max_steps": 3, "plan_rules": rules})
+    derived = derive_components(parts, cfg)
+    derived.chat = chat  # type: ignore[misc]
+    graph = build_pipeline("plan_execute", cfg, components=derived)
+    result = run_graph(graph, "Who founded Studio Ghibli?")
+    (system,) = [c["system"] for c in chat.calls if c["kind"] == "plan"]
+    assert system.endswith(plan_prompt.RULES) is rules
+    assert system.startswith(plan_prompt.SYSTEM.format(max_steps=3))
+    assert len(result.trace["steps"]) == 1 and result.answer == "Hayao Miyazaki"

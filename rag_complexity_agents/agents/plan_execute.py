@@ -202,6 +202,7 @@ def _plan_messages(state: AgentState, ctx: AgentContext) -> list[tuple[str, str]
         max_steps=ctx.agents.max_steps,
         exemplars=ctx.agents.exemplars,
         format_hint=bool(state.get("format_hint")),
+        rules=ctx.agents.plan_rules,
     )
 
 

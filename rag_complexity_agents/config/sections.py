@@ -384,6 +384,14 @@ class AgentsConfig(BaseModel):
         "step, whose answer is the loop's; 'all': every step; 'none'). Costs up to 64 more "
         "output tokens a step. Not in the paper.",
     )
+    plan_rules: bool = Field(
+        False,
+        description="Plan-and-execute: the planning prompt also states a rule against each "
+        "way small models' plans were seen to fail: keep every detail of the question in "
+        "the step that needs it, never ask who or what a named thing is, never repeat the "
+        "whole question as a step, and plan a one-fact question as one step. Not in the "
+        "paper.",
+    )
     bridge_votes: int = Field(
         1,
         ge=1,

@@ -14,6 +14,16 @@ SYSTEM = (
     "one per line, at most {max_steps}."
 )
 
+RULES = (
+    " Keep every detail the complex question gives (names, titles, dates, places) in the "
+    "simple question that needs it. Never ask who or what a named thing is: ask for the one "
+    "fact the question needs about it. Never repeat the complex question as a step. A "
+    "question that already asks one fact about one named thing is one line: the question."
+)
+"""What the planning prompt adds with ``agents.plan_rules``: one rule against each way small
+models' plans fail (a dropped qualifier, a "Who is X?" step, the whole question as a step,
+an invented step for a one-fact question)."""
+
 FINAL_SYSTEM = (
     "You answer a complex question from the answers found for its simple questions. Reply "
     "with the answer only: a name, date, number or short phrase, with no explanation."
@@ -56,10 +66,16 @@ def exemplar_questions() -> set[str]:
 
 
 def messages(
-    question: str, *, max_steps: int, exemplars: int = 3, format_hint: bool = False
+    question: str,
+    *,
+    max_steps: int,
+    exemplars: int = 3,
+    format_hint: bool = False,
+    rules: bool = False,
 ) -> list[tuple[str, str]]:
-    """The planning prompt: the exemplars as earlier turns, then ``question``."""
-    out = [("system", SYSTEM.format(max_steps=max_steps))]
+    """The planning prompt: the exemplars as earlier turns, then ``question``; with
+    ``rules`` the system message ends with :data:`RULES`."""
+    out = [("system", SYSTEM.format(max_steps=max_steps) + (RULES if rules else ""))]
     for shown, chain in EXEMPLARS[: max(0, exemplars)]:
         out += [("human", f"Question: {shown}"), ("ai", numbered(chain))]
     hint = f"\n({FORMAT_HINT})" if format_hint else ""
