@@ -545,11 +545,19 @@ def _settings_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     ]
 
 
-def _first_hop_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """The first-hop diagnosis of the rows that cover their whole dataset."""
+def _hop_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The MuSiQue hop diagnosis of the rows that cover their whole dataset: the first hop
+    and, for plan-and-execute rows, the bridges (:func:`bridge_hops`)."""
+
+    def bridges(row: dict[str, Any]) -> str:
+        hop = row.get("bridge_hops")
+        return (
+            f"{hop['right']} of {hop['n']} ({hop['right'] / hop['n'] * 100:.0f}%)" if hop else "–"
+        )
+
     table = [
         f"| {row['label']} | {_short_model(row['model'])} | {hop['n']} | {hop['right']} | "
-        f"{hop['final_right_when_first_hop_right']} |"
+        f"{hop['final_right_when_first_hop_right']} | {bridges(row)} |"
         for row in rows
         if (hop := row.get("first_hop")) and row["n"] >= ROLE_LIMITS["main"]
     ]
@@ -557,33 +565,13 @@ def _first_hop_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
         return []
     return [
         "",
-        "First hop on MuSiQue (the first step's answer covers the dataset's first intermediate "
-        "answer), rows with all questions:",
+        "Hops on MuSiQue, rows with all questions: the first hop is right when the first step's "
+        "answer covers the dataset's first intermediate answer; a bridge answer (a planned "
+        "step whose answer a later step uses) when it covers one of the intermediate answers.",
         "",
-        "| strategy | model | n | first hop right | final answer right of those |",
-        "|---|---|---|---|---|",
-        *table,
-        *_bridge_lines(rows),
-    ]
-
-
-def _bridge_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Bridge answers of plan-and-execute rows on MuSiQue (:func:`bridge_hops`)."""
-    table = [
-        f"| {row['label']} | {_short_model(row['model'])} | {hop['n']} | {hop['right']} "
-        f"({hop['right'] / hop['n'] * 100:.0f}%) |"
-        for row in rows
-        if (hop := row.get("bridge_hops")) and row["n"] >= ROLE_LIMITS["main"]
-    ]
-    if not table:
-        return []
-    return [
-        "",
-        "Bridge answers on MuSiQue (a planned step whose answer a later step uses covers one "
-        "of the dataset's intermediate answers):",
-        "",
-        "| strategy | model | bridge answers | right |",
-        "|---|---|---|---|",
+        "| strategy | model | n | first hop right | final answer right of those "
+        "| bridge answers right |",
+        "|---|---|---|---|---|---|",
         *table,
     ]
 
@@ -634,7 +622,7 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         "every row):",
         "",
         *_settings_lines(result["rows"]),
-        *_first_hop_lines(result["rows"]),
+        *_hop_lines(result["rows"]),
         *_pooled_lines(result),
     ]
     lines += [
