@@ -1,0 +1,198 @@
+"""Third-set check: the default loop and its best lead on a set no choice was made on.
+
+``end_to_end.py`` chose the default pipeline and measured its variants on MuSiQue and 2Wiki
+compositional. This script asks whether what it found holds on HotpotQA (distractor dev, the
+first ``--n`` questions over the pooled paragraphs of the whole file): single-step, the default
+(``plan_execute``) and its best lead (``plan_execute_2_passages``, two passages a plan step
+instead of three), with the end-to-end benchmark's settings and the 1.5B model. It then pools
+the lead's paired difference against the default over the three sets, the two dev sets'
+questions read from the run files named in ``end_to_end.json``.
+
+Resumable (run files under ``<cache>/hotpotqa_check_runs`` and the LLM cache); writes
+``benchmarks/results/hotpotqa_check.{json,md}``, keeping the markdown's analysis block::
+
+    .venv/bin/python benchmarks/hotpotqa_check.py --data ../shared/data
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Sequence
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import end_to_end as e2e
+from _common import DEFAULT_DATA, REPO, analysis_block, machine, read_analysis
+
+from rag_complexity_agents.agents.context import derive_components
+from rag_complexity_agents.config import default_home
+from rag_complexity_agents.config.pipelines import DEFAULT_PIPELINE
+from rag_complexity_agents.eval.datasets import load_records, resolve_dataset
+from rag_complexity_agents.eval.harness import EvalComponents, evaluate, run_fingerprint
+from rag_complexity_agents.eval.report import summarize
+from rag_complexity_agents.eval.runner import read_run
+from rag_complexity_agents.models.cache import open_llm_cache
+
+DATASET = "hotpotqa"
+LEAD = "plan_execute_2_passages"
+ROWS = ("single_step", DEFAULT_PIPELINE, LEAD)
+MODEL = "llamacpp:qwen2.5-coder-1.5b"
+RESULTS = REPO / "benchmarks" / "results"
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=str(DEFAULT_DATA))
+    parser.add_argument("--model", default=MODEL, help="chat model of every row")
+    parser.add_argument("--n", type=int, default=134, help="questions (a dev set's n)")
+    parser.add_argument("--cache", default=str(default_home() / "benchmarks"))
+    parser.add_argument("--e2e", default=str(RESULTS / "end_to_end.json"))
+    parser.add_argument("--out", default=str(RESULTS / "hotpotqa_check.json"))
+    parser.add_argument("--quiet", action="store_true")
+    return parser.parse_args(argv)
+
+
+def run_rows(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+    """Each row's per-question lines (run first where unfinished)."""
+    settings = argparse.Namespace(
+        passages=None,
+        cache=args.cache,
+        graph_k=100,
+        concurrency=1,
+        data=args.data,
+        set=["agents.stop=evidence"],  # the end-to-end benchmark's value (fingerprints)
+    )
+    base = e2e.make_config(settings, args.model)
+    records = load_records(resolve_dataset(DATASET, args.data))
+    collection, _ = e2e.build_collection(records, base, label=DATASET, index=True)
+    config = base.with_overrides({"collection": collection})
+    parts = EvalComponents(config, llm_cache=open_llm_cache(config))
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", args.model)
+    lines: dict[str, list[dict[str, Any]]] = {}
+    for name in ROWS:
+        strategy, overrides = e2e.VARIANTS.get(name, (name, {}))
+        row_config = config.with_overrides(overrides) if overrides else config
+        fingerprint = run_fingerprint(row_config, strategy, DATASET)
+        out = Path(args.cache) / "hotpotqa_check_runs" / slug / f"{name}__{fingerprint}.jsonl"
+        print(f"== {name}: {args.n} questions → {out}", flush=True)
+        evaluate(
+            row_config,
+            strategy,
+            DATASET,
+            out=out,
+            limit=args.n,
+            progress=not args.quiet,
+            components=derive_components(parts, row_config),
+        )
+        lines[name] = read_run(out)
+    return lines
+
+
+def dev_lines(path: Path, runs: Path, model: str, strategy: str) -> list[dict[str, Any]]:
+    """The per-question lines of ``strategy`` on the end-to-end dev sets (the strong rows of
+    ``path``, run files under ``runs``), ids made unique."""
+    result = json.loads(path.read_text(encoding="utf-8"))
+    found = [
+        {**line, "id": f"{row['dataset']}:{line['id']}"}
+        for row in result["rows"]
+        if (row["model"], row["strategy"], row["role"]) == (model, strategy, "strong")
+        for line in read_run(runs / row["run"])
+    ]
+    if not found:
+        raise SystemExit(f"{path} has no strong row of {strategy} with {model}")
+    return found
+
+
+def build_result(
+    args: argparse.Namespace, lines: dict[str, list[dict[str, Any]]]
+) -> dict[str, Any]:
+    rows = []
+    for name in ROWS:
+        summary = summarize(lines[name], run=name).to_dict()
+        rows.append(
+            {
+                "strategy": name,
+                "n": summary["n"],
+                "cover_em": summary["answer"]["cover_em"],
+                "llm_calls": summary["cost"]["llm_calls"],
+                "vs_single_step": e2e.paired(lines[name], lines["single_step"]),
+                "vs_default": e2e.paired(lines[name], lines[DEFAULT_PIPELINE]),
+            }
+        )
+    tagged = {name: [{**x, "id": f"{DATASET}:{x['id']}"} for x in lines[name]] for name in ROWS}
+    e2e_path, runs = Path(args.e2e), Path(args.cache) / "end_to_end_runs"
+    pooled = e2e.paired(
+        [*dev_lines(e2e_path, runs, args.model, LEAD), *tagged[LEAD]],
+        [*dev_lines(e2e_path, runs, args.model, DEFAULT_PIPELINE), *tagged[DEFAULT_PIPELINE]],
+    )
+    return {
+        "dataset": DATASET,
+        "model": args.model,
+        "rows": rows,
+        "pooled_lead_vs_default": pooled,
+        "command": f"benchmarks/hotpotqa_check.py --data {args.data} --n {args.n}",
+        "machine": machine(),
+        "date": date.today().isoformat(),
+    }
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value * 100:+.1f}"
+
+
+def _delta(d: dict[str, Any]) -> str:
+    if d["delta"] is None:
+        return "–"
+    return f"{_pct(d['delta'])} [{_pct(d['ci_low'])}, {_pct(d['ci_high'])}]"
+
+
+def render_markdown(result: dict[str, Any], analysis: str) -> str:
+    pooled = result["pooled_lead_vs_default"]
+    lines = [
+        "# Third-set check: the default loop and its best lead on HotpotQA",
+        "",
+        f"Model `{result['model']}`; HotpotQA distractor dev, first {result['rows'][0]['n']} "
+        f"questions, over the pooled paragraphs of the file; the end-to-end benchmark's "
+        f"settings; {result['machine']}; {result['date']}. No choice was made on this set.",
+        "",
+        f"Reproduce (resumable): `{result['command']}`",
+        "",
+        "| strategy | n | cover-EM % [95% CI] | Δ vs single-step | Δ vs the default | LLM calls |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        em = row["cover_em"]
+        lines.append(
+            f"| {row['strategy']} | {row['n']} | {em['mean'] * 100:.1f} "
+            f"[{em['lo'] * 100:.0f}, {em['hi'] * 100:.0f}] | {_delta(row['vs_single_step'])} | "
+            f"{_delta(row['vs_default'])} | {row['llm_calls']['mean']:.2f} |"
+        )
+    lines += [
+        "",
+        f"`{LEAD}` against `{DEFAULT_PIPELINE}`, paired over MuSiQue, 2Wiki compositional and "
+        f"HotpotQA ({pooled['n']} questions): **{_delta(pooled)}** cover-EM points.",
+        "",
+        "Δ: cover-EM points on the questions both rows answered, paired bootstrap (2000 "
+        "resamples, seed 0).",
+        "",
+        *analysis_block(analysis),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    result = build_result(args, run_rows(args))
+    out = Path(args.out)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    md = out.with_suffix(".md")
+    md.write_text(render_markdown(result, read_analysis(md)), encoding="utf-8")
+    print(f"wrote {out} and {md}")
+
+
+if __name__ == "__main__":
+    main()

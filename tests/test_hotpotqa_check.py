@@ -1,0 +1,80 @@
+"""benchmarks/hotpotqa_check.py without a model: rows, paired differences and the lead's
+difference pooled with the end-to-end dev sets' run files."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+MODEL = "llamacpp:qwen2.5-coder-1.5b"
+
+
+@pytest.fixture(scope="module")
+def check() -> Any:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        yield importlib.import_module("hotpotqa_check")
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def _lines(right: list[bool]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": f"q{i}",
+            "prediction": "Paris" if ok else "Lyon",
+            "gold": ["Paris"],
+            "trace": {"llm_calls": 3},
+        }
+        for i, ok in enumerate(right)
+    ]
+
+
+def _write_run(path: Path, lines: list[dict[str, Any]]) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path.name
+
+
+def test_rows_and_the_lead_pooled_over_three_sets(check: Any, tmp_path: Path) -> None:
+    runs = tmp_path / "end_to_end_runs"
+    rows = []
+    for dataset in ("musique", "2wikimultihopqa_compositional"):
+        for strategy, right in (("plan_execute", [True, False]), (check.LEAD, [True, True])):
+            name = _write_run(runs / f"{dataset}__{strategy}.jsonl", _lines(right))
+            rows.append(
+                {
+                    "dataset": dataset,
+                    "strategy": strategy,
+                    "model": MODEL,
+                    "role": "strong",
+                    "run": name,
+                }
+            )
+    e2e = tmp_path / "end_to_end.json"
+    e2e.write_text(json.dumps({"rows": rows}), encoding="utf-8")
+    args = argparse.Namespace(
+        model=MODEL, e2e=str(e2e), cache=str(tmp_path), data="../shared/data", n=3
+    )
+    lines = {
+        "single_step": _lines([False, False, False]),
+        "plan_execute": _lines([True, False, False]),
+        check.LEAD: _lines([True, True, False]),
+    }
+    result = check.build_result(args, lines)
+    by_name = {row["strategy"]: row for row in result["rows"]}
+    assert by_name[check.LEAD]["vs_default"]["delta"] == pytest.approx(1 / 3, abs=1e-3)
+    assert by_name["plan_execute"]["vs_single_step"]["n"] == 3
+    pooled = result["pooled_lead_vs_default"]
+    assert pooled["n"] == 2 + 2 + 3  # the ids of the three sets do not collide
+    assert pooled["delta"] == pytest.approx(3 / 7, abs=1e-3)
+    text = check.render_markdown(result, "")
+    assert "| plan_execute_2_passages | 3 | 66.7" in text
+    assert "(7 questions)" in text and "_Analysis pending._" in text
