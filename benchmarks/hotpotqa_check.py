@@ -91,6 +91,13 @@ def run_rows(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     return lines
 
 
+def _against(
+    name: str, baseline: str, lines: dict[str, list[dict[str, Any]]]
+) -> dict[str, Any] | None:
+    """Row ``name`` against row ``baseline`` (None for the row itself)."""
+    return None if name == baseline else e2e.paired(lines[name], lines[baseline])
+
+
 def dev_lines(path: Path, runs: Path, model: str, strategy: str) -> list[dict[str, Any]]:
     """The per-question lines of ``strategy`` on the end-to-end dev sets (the strong rows of
     ``path``, run files under ``runs``), ids made unique."""
@@ -118,8 +125,8 @@ def build_result(
                 "n": summary["n"],
                 "cover_em": summary["answer"]["cover_em"],
                 "llm_calls": summary["cost"]["llm_calls"],
-                "vs_single_step": e2e.paired(lines[name], lines["single_step"]),
-                "vs_default": e2e.paired(lines[name], lines[DEFAULT_PIPELINE]),
+                "vs_single_step": _against(name, "single_step", lines),
+                "vs_default": _against(name, DEFAULT_PIPELINE, lines),
             }
         )
     tagged = {name: [{**x, "id": f"{DATASET}:{x['id']}"} for x in lines[name]] for name in ROWS}
@@ -143,8 +150,8 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value * 100:+.1f}"
 
 
-def _delta(d: dict[str, Any]) -> str:
-    if d["delta"] is None:
+def _delta(d: dict[str, Any] | None) -> str:
+    if d is None or d["delta"] is None:
         return "–"
     return f"{_pct(d['delta'])} [{_pct(d['ci_low'])}, {_pct(d['ci_high'])}]"
 
