@@ -3,10 +3,11 @@
 ``end_to_end.py`` chose the default pipeline and measured its variants on MuSiQue and 2Wiki
 compositional. This script asks whether what it found holds on HotpotQA (distractor dev, the
 first ``--n`` questions over the pooled paragraphs of the whole file): single-step, the default
-(``plan_execute``) and its best lead (``plan_execute_2_passages``, two passages a plan step
-instead of three), with the end-to-end benchmark's settings and the 1.5B model. It then pools
-the lead's paired difference against the default over the three sets, the two dev sets'
-questions read from the run files named in ``end_to_end.json``.
+(``plan_execute``), its best lead (``plan_execute_2_passages``, two passages a plan step
+instead of three) and the router in front of it (``adaptive``, the shipped head: single-step
+or the default per question), with the end-to-end benchmark's settings and the 1.5B model.
+It then pools the lead's paired difference against the default over the three sets, the two
+dev sets' questions read from the run files named in ``end_to_end.json``.
 
 Resumable (run files under ``<cache>/hotpotqa_check_runs`` and the LLM cache); writes
 ``benchmarks/results/hotpotqa_check.{json,md}``, keeping the markdown's analysis block::
@@ -38,7 +39,7 @@ from rag_complexity_agents.models.cache import open_llm_cache
 
 DATASET = "hotpotqa"
 LEAD = "plan_execute_2_passages"
-ROWS = ("single_step", DEFAULT_PIPELINE, LEAD)
+ROWS = ("single_step", DEFAULT_PIPELINE, LEAD, "adaptive")
 MODEL = "llamacpp:qwen2.5-coder-1.5b"
 RESULTS = REPO / "benchmarks" / "results"
 
