@@ -67,14 +67,19 @@ def test_rows_and_the_lead_pooled_over_three_sets(check: Any, tmp_path: Path) ->
         "single_step": _lines([False, False, False]),
         "plan_execute": _lines([True, False, False]),
         check.LEAD: _lines([True, True, False]),
+        "adaptive": _lines([True, False, True]),
     }
+    assert set(lines) == set(check.ROWS)
     result = check.build_result(args, lines)
     by_name = {row["strategy"]: row for row in result["rows"]}
     assert by_name[check.LEAD]["vs_default"]["delta"] == pytest.approx(1 / 3, abs=1e-3)
     assert by_name["plan_execute"]["vs_single_step"]["n"] == 3
+    assert by_name["plan_execute"]["vs_default"] is None  # a row is not compared with itself
+    assert by_name["adaptive"]["vs_single_step"]["delta"] == pytest.approx(2 / 3, abs=1e-3)
     pooled = result["pooled_lead_vs_default"]
     assert pooled["n"] == 2 + 2 + 3  # the ids of the three sets do not collide
     assert pooled["delta"] == pytest.approx(3 / 7, abs=1e-3)
     text = check.render_markdown(result, "")
     assert "| plan_execute_2_passages | 3 | 66.7" in text
+    assert "| single_step | 3 | 0.0 [0, 0] | – |" in text
     assert "(7 questions)" in text and "_Analysis pending._" in text
