@@ -1,13 +1,14 @@
-"""Third-set check: the default loop and its best lead on a set no choice was made on.
+"""Third-set check: the default loop and its leads on a set no choice was made on.
 
 ``end_to_end.py`` chose the default pipeline and measured its variants on MuSiQue and 2Wiki
 compositional. This script asks whether what it found holds on HotpotQA (distractor dev, the
 first ``--n`` questions over the pooled paragraphs of the whole file): single-step, the default
-(``plan_execute``), its best lead (``plan_execute_2_passages``, two passages a plan step
-instead of three) and the router in front of it (``adaptive``, the shipped head: single-step
-or the default per question), with the end-to-end benchmark's settings and the 1.5B model.
-It then pools the lead's paired difference against the default over the three sets, the two
-dev sets' questions read from the run files named in ``end_to_end.json``.
+(``plan_execute``), the variants of it that led on the dev sets (:data:`LEADS`: two passages
+a plan step, the last step quoting its evidence, MER) and the router in front of it
+(``adaptive``, the shipped head: single-step or the default per question), with the
+end-to-end benchmark's settings and the 1.5B model. It then pools each lead's paired
+difference against the default over the three sets, the two dev sets' questions read from
+the run files named in ``end_to_end.json``.
 
 Resumable (run files under ``<cache>/hotpotqa_check_runs`` and the LLM cache); writes
 ``benchmarks/results/hotpotqa_check.{json,md}``, keeping the markdown's analysis block::
@@ -38,8 +39,9 @@ from rag_complexity_agents.eval.runner import read_run
 from rag_complexity_agents.models.cache import open_llm_cache
 
 DATASET = "hotpotqa"
-LEAD = "plan_execute_2_passages"
-ROWS = ("single_step", DEFAULT_PIPELINE, LEAD, "adaptive")
+#: The default's variants that led on the dev sets (none with an interval clear of 0).
+LEADS = ("plan_execute_2_passages", "plan_execute_quote", "plan_execute_mer")
+ROWS = ("single_step", DEFAULT_PIPELINE, *LEADS, "adaptive")
 MODEL = "llamacpp:qwen2.5-coder-1.5b"
 RESULTS = REPO / "benchmarks" / "results"
 
@@ -132,15 +134,16 @@ def build_result(
         )
     tagged = {name: [{**x, "id": f"{DATASET}:{x['id']}"} for x in lines[name]] for name in ROWS}
     e2e_path, runs = Path(args.e2e), Path(args.cache) / "end_to_end_runs"
-    pooled = e2e.paired(
-        [*dev_lines(e2e_path, runs, args.model, LEAD), *tagged[LEAD]],
-        [*dev_lines(e2e_path, runs, args.model, DEFAULT_PIPELINE), *tagged[DEFAULT_PIPELINE]],
-    )
+    default = [*dev_lines(e2e_path, runs, args.model, DEFAULT_PIPELINE), *tagged[DEFAULT_PIPELINE]]
+    pooled = {
+        lead: e2e.paired([*dev_lines(e2e_path, runs, args.model, lead), *tagged[lead]], default)
+        for lead in LEADS
+    }
     return {
         "dataset": DATASET,
         "model": args.model,
         "rows": rows,
-        "pooled_lead_vs_default": pooled,
+        "pooled_vs_default": pooled,
         "command": f"benchmarks/hotpotqa_check.py --data {args.data} --n {args.n}",
         "machine": machine(),
         "date": date.today().isoformat(),
@@ -158,9 +161,8 @@ def _delta(d: dict[str, Any] | None) -> str:
 
 
 def render_markdown(result: dict[str, Any], analysis: str) -> str:
-    pooled = result["pooled_lead_vs_default"]
     lines = [
-        "# Third-set check: the default loop and its best lead on HotpotQA",
+        "# Third-set check: the default loop and its leads on HotpotQA",
         "",
         f"Model `{result['model']}`; HotpotQA distractor dev, first {result['rows'][0]['n']} "
         f"questions, over the pooled paragraphs of the file; the end-to-end benchmark's "
@@ -180,8 +182,13 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         )
     lines += [
         "",
-        f"`{LEAD}` against `{DEFAULT_PIPELINE}`, paired over MuSiQue, 2Wiki compositional and "
-        f"HotpotQA ({pooled['n']} questions): **{_delta(pooled)}** cover-EM points.",
+        f"Each lead against `{DEFAULT_PIPELINE}`, paired over MuSiQue, 2Wiki compositional and "
+        "HotpotQA (cover-EM points):",
+        "",
+        *(
+            f"* `{lead}`: **{_delta(d)}** ({d['n']} questions)"
+            for lead, d in result["pooled_vs_default"].items()
+        ),
         "",
         "Δ: cover-EM points on the questions both rows answered, paired bootstrap (2000 "
         "resamples, seed 0).",

@@ -43,11 +43,13 @@ def _write_run(path: Path, lines: list[dict[str, Any]]) -> str:
     return path.name
 
 
-def test_rows_and_the_lead_pooled_over_three_sets(check: Any, tmp_path: Path) -> None:
+def test_rows_and_the_leads_pooled_over_three_sets(check: Any, tmp_path: Path) -> None:
     runs = tmp_path / "end_to_end_runs"
+    dev = {"plan_execute": [True, False], **{lead: [True, True] for lead in check.LEADS}}
+    dev[check.LEADS[-1]] = [False, False]
     rows = []
     for dataset in ("musique", "2wikimultihopqa_compositional"):
-        for strategy, right in (("plan_execute", [True, False]), (check.LEAD, [True, True])):
+        for strategy, right in dev.items():
             name = _write_run(runs / f"{dataset}__{strategy}.jsonl", _lines(right))
             rows.append(
                 {
@@ -66,20 +68,23 @@ def test_rows_and_the_lead_pooled_over_three_sets(check: Any, tmp_path: Path) ->
     lines = {
         "single_step": _lines([False, False, False]),
         "plan_execute": _lines([True, False, False]),
-        check.LEAD: _lines([True, True, False]),
+        **{lead: _lines([True, True, False]) for lead in check.LEADS},
         "adaptive": _lines([True, False, True]),
     }
     assert set(lines) == set(check.ROWS)
     result = check.build_result(args, lines)
     by_name = {row["strategy"]: row for row in result["rows"]}
-    assert by_name[check.LEAD]["vs_default"]["delta"] == pytest.approx(1 / 3, abs=1e-3)
+    lead, last = check.LEADS[0], check.LEADS[-1]
+    assert by_name[lead]["vs_default"]["delta"] == pytest.approx(1 / 3, abs=1e-3)
     assert by_name["plan_execute"]["vs_single_step"]["n"] == 3
     assert by_name["plan_execute"]["vs_default"] is None  # a row is not compared with itself
     assert by_name["adaptive"]["vs_single_step"]["delta"] == pytest.approx(2 / 3, abs=1e-3)
-    pooled = result["pooled_lead_vs_default"]
-    assert pooled["n"] == 2 + 2 + 3  # the ids of the three sets do not collide
-    assert pooled["delta"] == pytest.approx(3 / 7, abs=1e-3)
+    pooled = result["pooled_vs_default"]
+    assert pooled[lead]["n"] == 2 + 2 + 3  # the ids of the three sets do not collide
+    assert pooled[lead]["delta"] == pytest.approx(3 / 7, abs=1e-3)
+    assert pooled[last]["delta"] == pytest.approx(-1 / 7, abs=1e-3)
     text = check.render_markdown(result, "")
-    assert "| plan_execute_2_passages | 3 | 66.7" in text
+    assert f"| {lead} | 3 | 66.7" in text
     assert "| single_step | 3 | 0.0 [0, 0] | – |" in text
-    assert "(7 questions)" in text and "_Analysis pending._" in text
+    assert f"* `{last}`: **-14.3" in text and "(7 questions)" in text
+    assert "_Analysis pending._" in text
