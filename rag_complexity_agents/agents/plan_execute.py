@@ -29,7 +29,8 @@ answered in one step, not given an invented second one.
 Two ways of reading a step, both variant rows of the end-to-end benchmark's plan and off by
 default: ``agents.bridge_votes`` (a step a later step builds on keeps the answer most of m
 answers agree on, :mod:`.votes`) and ``agents.quote_evidence`` (the last or every step copies
-the passage words that answer before its answer).
+the passage words that answer before its answer). ``agents.plan_rules`` (off, a variant row
+too) ends the planning prompt with rules against the plan failures seen in traces.
 
 Why this loop (not in the SUNAR paper, whose loops decide the next sub-question after each
 answer): the small packaged models ask one follow-up and stop, or repeat it, in Self-Ask
