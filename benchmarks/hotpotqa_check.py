@@ -101,18 +101,19 @@ def _against(
     return None if name == baseline else e2e.paired(lines[name], lines[baseline])
 
 
-def dev_lines(path: Path, runs: Path, model: str, strategy: str) -> list[dict[str, Any]]:
-    """The per-question lines of ``strategy`` on the end-to-end dev sets (the strong rows of
-    ``path``, run files under ``runs``), ids made unique."""
-    result = json.loads(path.read_text(encoding="utf-8"))
+def dev_lines(
+    rows: list[dict[str, Any]], runs: Path, model: str, strategy: str
+) -> list[dict[str, Any]]:
+    """The per-question lines of ``strategy`` on the end-to-end dev sets (the strong ``rows``
+    of ``end_to_end.json``, run files under ``runs``), ids made unique."""
     found = [
         {**line, "id": f"{row['dataset']}:{line['id']}"}
-        for row in result["rows"]
+        for row in rows
         if (row["model"], row["strategy"], row["role"]) == (model, strategy, "strong")
         for line in read_run(runs / row["run"])
     ]
     if not found:
-        raise SystemExit(f"{path} has no strong row of {strategy} with {model}")
+        raise SystemExit(f"end_to_end.json has no strong row of {strategy} with {model}")
     return found
 
 
@@ -133,10 +134,11 @@ def build_result(
             }
         )
     tagged = {name: [{**x, "id": f"{DATASET}:{x['id']}"} for x in lines[name]] for name in ROWS}
-    e2e_path, runs = Path(args.e2e), Path(args.cache) / "end_to_end_runs"
-    default = [*dev_lines(e2e_path, runs, args.model, DEFAULT_PIPELINE), *tagged[DEFAULT_PIPELINE]]
+    dev = json.loads(Path(args.e2e).read_text(encoding="utf-8"))["rows"]
+    runs = Path(args.cache) / "end_to_end_runs"
+    default = [*dev_lines(dev, runs, args.model, DEFAULT_PIPELINE), *tagged[DEFAULT_PIPELINE]]
     pooled = {
-        lead: e2e.paired([*dev_lines(e2e_path, runs, args.model, lead), *tagged[lead]], default)
+        lead: e2e.paired([*dev_lines(dev, runs, args.model, lead), *tagged[lead]], default)
         for lead in LEADS
     }
     return {
