@@ -109,7 +109,7 @@ ROLE_ORDER: tuple[str, ...] = ("main", "ceiling", "strong", "ablation", "peer")
 
 DEFAULT_MODEL = "llamacpp:qwen2.5-0.5b"
 STRONG_MODEL = "llamacpp:qwen2.5-coder-1.5b"
-DEFAULT_BEST_LOOPS = "plan_execute"
+DEFAULT_BEST_LOOPS = "plan_execute,plan_execute_mer"
 
 _RETRIEVAL = ("retrieval.mode", "answer.passages", "answer.passage_chars")
 _NAR = (*_RETRIEVAL, "retrieval.first_stage_k", "nar.b", "nar.c", "nar.neighbours_per_doc")
@@ -149,7 +149,7 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
             ),
             ("plan_execute_rules", "Plan-and-execute, planning rules"),
             ("plan_execute_votes", "Plan-and-execute + bridge votes (m = 5)"),
-            ("plan_execute_mer", "Plan-and-execute + MER"),
+            ("plan_execute_mer", "Plan-and-execute + MER (default)"),
         )
     },
     "plan_execute_nar": ("Plan-and-execute + NAR", (*_NAR, *_PLAN[len(_RETRIEVAL) :])),
@@ -168,7 +168,6 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
 #: config overrides): the default with one of its parts switched.
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "plan_execute_votes": ("plan_execute", {"agents.bridge_votes": 5}),
-    "plan_execute_mer": ("plan_execute", {"agents.mer": True}),
     "plan_execute_2_passages": ("plan_execute", {"answer.sub_passages": 2}),
     "plan_execute_quote": ("plan_execute", {"agents.quote_evidence": "final"}),
     "plan_execute_quote_all": ("plan_execute", {"agents.quote_evidence": "all"}),

@@ -49,13 +49,14 @@ def test_default_is_the_default_pipeline(fake: ScriptedChat) -> None:
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output[result.output.index("{") :])
     trace = payload["trace"]
-    assert trace["pipeline"] == DEFAULT_PIPELINE == "plan_execute"
+    assert trace["pipeline"] == DEFAULT_PIPELINE == "plan_execute_mer"
     assert (trace["loop"], trace["retrieval"], trace["mer_enabled"]) == (
         "plan_execute",
         "first_stage",
-        False,
+        True,
     )
-    assert payload["answer"] == "Tokyo" and fake.kinds()[0] == "plan"
+    assert trace["loop_answer"] == "Tokyo" and payload["answer"] == "Japan"
+    assert fake.kinds()[0] == "plan" and fake.kinds()[-1] == "mer"
 
 
 def test_self_ask_sunar_mer_with_a_readable_trace(fake: ScriptedChat) -> None:

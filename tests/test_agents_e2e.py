@@ -99,7 +99,7 @@ def test_main_job_make_demo(home: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert (trace["loop"], trace["retrieval"], trace["mer_enabled"]) == (
         "plan_execute",
         "first_stage",
-        False,
+        True,
     )
     assert trace["steps"] and all(s["retrieval"]["evidence"] for s in trace["steps"])
     assert trace["format_failures"] == 0 and trace["stop_reason"] == "final_answer"

@@ -75,11 +75,11 @@ def test_rows_and_the_leads_pooled_over_three_sets(check: Any, tmp_path: Path) -
     result = check.build_result(args, lines)
     by_name = {row["strategy"]: row for row in result["rows"]}
     lead, last = check.LEADS[0], check.LEADS[-1]
-    assert by_name[lead]["vs_default"]["delta"] == pytest.approx(1 / 3, abs=1e-3)
+    assert by_name[lead]["vs_baseline"]["delta"] == pytest.approx(1 / 3, abs=1e-3)
     assert by_name["plan_execute"]["vs_single_step"]["n"] == 3
-    assert by_name["plan_execute"]["vs_default"] is None  # a row is not compared with itself
+    assert by_name["plan_execute"]["vs_baseline"] is None  # a row is not compared with itself
     assert by_name["adaptive"]["vs_single_step"]["delta"] == pytest.approx(2 / 3, abs=1e-3)
-    pooled = result["pooled_vs_default"]
+    pooled = result["pooled_vs_baseline"]
     assert pooled[lead]["n"] == 2 + 2 + 3  # the ids of the three sets do not collide
     assert pooled[lead]["delta"] == pytest.approx(3 / 7, abs=1e-3)
     assert pooled[last]["delta"] == pytest.approx(-1 / 7, abs=1e-3)

@@ -70,6 +70,11 @@ def active_parts(loop: str, retrieval: str, mer: bool, *, router: bool = False) 
     return frozenset(parts)
 
 
+DEFAULT_PIPELINE = "plan_execute_mer"
+"""The pipeline every entry point runs by default: plan-and-execute over first-stage
+retrieval with the Meta Evidence Reasoner writing the final answer, the best of the
+end-to-end benchmark with the packaged 1.5B model (``benchmarks/results/end_to_end.md``)."""
+
 _LOOP_LABELS = {
     "plan_execute": "Plan-and-execute",
     "self_ask": "Self-Ask",
@@ -79,6 +84,7 @@ _LOOP_LABELS = {
 }
 _VARIANTS: tuple[tuple[str, RetrievalName, bool, str], ...] = (
     ("", "first_stage", False, "first-stage retrieval"),
+    ("_mer", "first_stage", True, "first-stage retrieval + MER"),
     ("_nar", "nar", False, "NAR"),
     ("_nar_mer", "nar", True, "NAR + MER"),
     ("_sunar", "sunar", False, "NAR + ASU"),
@@ -98,25 +104,24 @@ def _registry() -> dict[str, Pipeline]:
         Pipeline("cot", "cot", "first_stage", False, "few-shot chain of thought, one retrieval"),
         Pipeline("cot_sunar", "cot", "sunar", False, "few-shot chain of thought over SUNAR"),
         Pipeline("no_retrieval", "no_retrieval", "none", False, "the chat model alone"),
+    ]
+    default = next(p for p in table if p.name == DEFAULT_PIPELINE)
+    table.append(
         Pipeline(
             "adaptive",
-            "plan_execute",
-            "first_stage",
-            False,
+            default.loop,
+            default.retrieval,
+            default.mer,
             "Adaptive-RAG: a complexity router sends each question to no_retrieval, "
             "single_step or the default pipeline",
             router=True,
-        ),
-    ]
+        )
+    )
     return {pipeline.name: pipeline for pipeline in table}
 
 
 PIPELINES: dict[str, Pipeline] = _registry()
 """Every named pipeline."""
-
-DEFAULT_PIPELINE = "plan_execute"
-"""The pipeline every entry point runs by default: plan-and-execute over first-stage
-retrieval, the best loop of the end-to-end benchmark with the packaged 1.5B model."""
 
 
 def get_pipeline(name: str) -> Pipeline:
