@@ -16,9 +16,9 @@ the model's own knowledge answers them; evenly spaced, a third each) and ``--per
 multi-hop questions (MuSiQue, 2WikiMultiHopQA, HotpotQA distractor, evenly spaced, a third
 each). The
 corpus is the pooled paragraphs of the sampled questions. A = ``no_retrieval``, B =
-``single_step``, C = ``--c-strategy`` (default: the default pipeline ``plan_execute``, the
-end-to-end benchmark's best: sub-questions planned first, first-stage retrieval, no MER; the
-cpu preset; the chat model: ``--model``, default the packaged 1.5B)
+``single_step``, C = ``--c-strategy`` (default: the default pipeline ``plan_execute_mer``, the
+end-to-end benchmark's best: sub-questions planned first, first-stage retrieval, MER writes
+the final answer; the cpu preset; the chat model: ``--model``, default the packaged 1.5B)
 each run through the evaluation harness over the whole sample (resumable run files, on-disk
 LLM cache). The adaptive and oracle rows are then *computed*
 from those per-question results, without running anything again:

@@ -154,7 +154,7 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
     },
     "plan_execute_nar": ("Plan-and-execute + NAR", (*_NAR, *_PLAN[len(_RETRIEVAL) :])),
     "adaptive": (
-        "Router (shipped head): single-step or plan-and-execute",
+        "Router (shipped head): single-step or the default",
         (*_PLAN, "adaptive.classifier", "adaptive.c_strategy"),
     ),
     "plan_execute_sunar": ("Plan-and-execute + SUNAR", _SUNAR),

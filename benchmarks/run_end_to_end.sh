@@ -16,11 +16,12 @@
 #   PYTHON [.venv/bin/python]   DATA [../shared/data]   NICE [5]
 #   MODEL [llamacpp:qwen2.5-0.5b]   STRONG_MODEL [llamacpp:qwen2.5-coder-1.5b] ('' = none;
 #     needs the [qwen15b] extra)
-#   BEST_LOOPS [plan_execute]: the loops of the main and strong rows; the first is "the" best
-#     loop (the Δ-vs-best-loop column). Plan-and-execute, chosen on the dev rows of
-#     decomposition_dev.md, scores like Self-Ask + SUNAR at a third or less of its LLM calls
-#     (end_to_end.md); Self-Ask + SUNAR is an ablation row (n = 50; the ablation rows are the
-#     paper's loops not named here). Keep the value fixed between calls
+#   BEST_LOOPS [plan_execute,plan_execute_mer]: the loops of the main and strong rows; the
+#     first is "the" best loop (the Δ-vs-best-loop column, and the loop whose variants run).
+#     Plan-and-execute, chosen on the dev rows of decomposition_dev.md, scores like Self-Ask +
+#     SUNAR at a third or less of its LLM calls (end_to_end.md); plan_execute_mer, the same
+#     loop with MER, is the default pipeline. Self-Ask + SUNAR is an ablation row (n = 50; the
+#     ablation rows are the paper's loops not named here). Keep the value fixed between calls
 #   STAGES [all, in this order]: main_single ceiling_evidence ceiling_decomposition
 #     strong_single strong_best main_loop strong_router main_router strong_ceiling
 #     strong_peers strong_rest no_retrieval ablation peers strong_ablation report
@@ -42,7 +43,7 @@ DATA=${DATA:-../shared/data}
 NICE=${NICE:-5}
 MODEL=${MODEL:-llamacpp:qwen2.5-0.5b}
 STRONG_MODEL=${STRONG_MODEL-llamacpp:qwen2.5-coder-1.5b}
-BEST_LOOPS=${BEST_LOOPS:-plan_execute}
+BEST_LOOPS=${BEST_LOOPS:-plan_execute,plan_execute_mer}
 STAGES=${STAGES:-main_single ceiling_evidence ceiling_decomposition strong_single strong_best main_loop strong_router main_router strong_ceiling strong_peers strong_rest no_retrieval ablation peers strong_ablation report}
 LOG=${LOG:-$HOME/.cache/rag_complexity_agents/benchmarks/end_to_end.log}
 read -r -a EXTRA <<<"${EXTRA_ARGS---set agents.stop=evidence}"
