@@ -40,7 +40,7 @@ every classifier's routes on the mixed sample are scored against its outcome lab
 
 Run from the repository root (resumable; ``--runs-only`` stops after the harness runs)::
 
-    RCA_MODELS__N_THREADS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \\
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \\
         .venv/bin/python benchmarks/adaptive.py --data ../shared/data
 
 Writes ``benchmarks/results/adaptive.json`` (``{"classifier": [{"model", "accuracy",
@@ -434,8 +434,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any] | None:
         corpus=corpus,
         command=" ".join(
             [
-                "RCA_MODELS__N_THREADS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "
-                ".venv/bin/python benchmarks/adaptive.py",
+                "HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python benchmarks/adaptive.py",
                 *argv,
             ]
         ).strip(),

@@ -197,7 +197,9 @@ def test_the_default_pipeline_answers_not_found_unless_a_passage_read_supports_i
     derived = derive_components(parts, cfg)
 
     def ask(question: str, answer: str) -> Any:
-        derived.chat = ScriptedChat(script=Script(plan=f"1. {question}", answer=answer))  # type: ignore[misc]
+        mer = f"[Reasoning]: The passages say so.\n[Final Answer]: {answer}"
+        script = Script(plan=f"1. {question}", answer=answer, mer=mer)
+        derived.chat = ScriptedChat(script=script)  # type: ignore[misc]
         return run_graph(build_pipeline(DEFAULT_PIPELINE, cfg, components=derived), question)
 
     tour = ask("Who won the 2010 Tour de France?", "Daegu")

@@ -76,6 +76,9 @@ def test_messages_stream_shows_only_the_final_answer_token_by_token() -> None:
     _, store = lean_store()
     script = Script(plan="1. Who directed Spirited Away?\n2. Where was #1 born?")
     script.replies["answer"] = ["Hayao Miyazaki", "Tokyo, Japan"]
+    script.replies["mer"] = [
+        "[Reasoning]: Miyazaki was born in Tokyo.\n[Final Answer]: Tokyo, Japan"
+    ]
     agent = rca.create_rag_agent(ScriptedChat(script=script), vectorstore=store)
     asked = {"messages": [HumanMessage("Where was the director born?")]}
     chunks = list(agent.stream(asked, stream_mode=["messages", "values"]))
@@ -101,4 +104,4 @@ def test_messages_stream_shows_only_the_final_answer_token_by_token() -> None:
             if event["event"] == "on_chat_model_end"
         ]
 
-    assert asyncio.run(internal_calls()) == ["plan", "answer_sub", "answer_sub"]
+    assert asyncio.run(internal_calls()) == ["plan", "answer_sub", "answer_sub", "mer"]
