@@ -62,7 +62,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -435,11 +435,12 @@ def attach_comparisons(
 def pooled_comparisons(
     rows: Sequence[dict[str, Any]], lines: dict[int, list[dict[str, Any]]], best_loop: str | None
 ) -> list[dict[str, Any]]:
-    """The default pipeline and the best loop, each against every other non-ceiling strategy
-    of the same model, pooled over both datasets (paired on the questions both answered, 268
-    when both rows are complete): ``{"strategy", "vs", "model", "n", "delta", "ci_low",
-    "ci_high"}``. Only strategies with a row with per-question lines on every dataset take
-    part."""
+    """Paired comparisons pooled over both datasets (on the questions both rows answered, 268
+    when both are complete): the default pipeline against every other strategy of the same
+    model but the ceilings and the best loop's variants; the best loop against single-step;
+    each variant of it (:data:`VARIANTS`, its NAR row) against the best loop. Items
+    ``{"strategy", "vs", "model", "n", "delta", "ci_low", "ci_high"}``; only strategies with
+    per-question lines on every dataset take part."""
 
     def pooled_lines(model: str, strategy: str) -> list[dict[str, Any]] | None:
         found = [
@@ -449,45 +450,27 @@ def pooled_comparisons(
         ]
         return [line for part in found for line in part] if len(found) == len(DATASETS) else None
 
+    variants = {*VARIANTS, f"{best_loop}_nar"} if best_loop else set()
     out: list[dict[str, Any]] = []
-    references = [s for s in dict.fromkeys((DEFAULT_PIPELINE, best_loop)) if s]
     for model in dict.fromkeys(row["model"] for row in rows):
-        for reference in references:
-            out += _pooled_against(model, reference, rows, pooled_lines)
-    return out
-
-
-def _pooled_against(
-    model: str,
-    reference: str,
-    rows: Sequence[dict[str, Any]],
-    pooled_lines: Callable[[str, str], list[dict[str, Any]] | None],
-) -> list[dict[str, Any]]:
-    ours = pooled_lines(model, reference)
-    if ours is None:
-        return []
-    out: list[dict[str, Any]] = []
-    others = dict.fromkeys(
-        r["strategy"]
-        for r in rows
-        if r["model"] == model and r["strategy"] not in (reference, *CEILINGS)
-    )
-    for other in others:
-        base = pooled_lines(model, other)
-        if base is None:
-            continue
-        comparison = paired(ours, base)
-        out.append(
-            {
-                "strategy": reference,
-                "vs": other,
-                "model": model,
-                "n": comparison["n"],
-                "delta": comparison["delta"],
-                "ci_low": comparison["ci_low"],
-                "ci_high": comparison["ci_high"],
-            }
-        )
+        strategies = [r["strategy"] for r in rows if r["model"] == model]
+        pairs = [
+            (DEFAULT_PIPELINE, other)
+            for other in dict.fromkeys(strategies)
+            if other not in (DEFAULT_PIPELINE, *CEILINGS, *variants)
+        ]
+        if best_loop and best_loop != DEFAULT_PIPELINE:
+            pairs += [(best_loop, "single_step")]
+            pairs += [(v, best_loop) for v in dict.fromkeys(strategies) if v in variants]
+        for ours, other in pairs:
+            a, b = pooled_lines(model, ours), pooled_lines(model, other)
+            if a is None or b is None:
+                continue
+            comparison = paired(a, b)
+            out.append(
+                {"strategy": ours, "vs": other, "model": model}
+                | {k: comparison[k] for k in ("n", "delta", "ci_low", "ci_high")}
+            )
     return out
 
 

@@ -693,6 +693,12 @@ def test_final_answer_preferences() -> None:
     rambling = "I could not decide between several options given in the evidence passages here"
     state = {"mer": {"answer": rambling, "extraction": "last_line"}, "loop_answer": "Tokyo"}
     assert final_answer(state)[0] == "Tokyo"
+    # a formatted MER sentence that contains the loop's answer agrees with it: the short one
+    sentence = "The Arno river runs through the city where Galileo Galilei was born"
+    state = {"mer": {"answer": sentence, "extraction": "marker"}, "loop_answer": "Arno"}
+    assert final_answer(state) == ("Arno", "loop (MER's sentence agrees)")
+    state = {"mer": {"answer": sentence, "extraction": "marker"}, "loop_answer": "Tiber"}
+    assert final_answer(state) == (sentence, "mer")  # they disagree: MER's answer stands
     assert final_answer({"steps": [{"answer": "x"}, {"answer": ""}]}) == ("x", "last_intermediate")
     assert final_answer({}) == ("unknown", "none")
     assert shorten_answer("No closing clause here") == ""

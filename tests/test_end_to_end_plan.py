@@ -189,6 +189,8 @@ def test_pooled_comparisons_pair_both_datasets(e2e: Any) -> None:
         {"dataset": first, "model": "m", "strategy": "gold_evidence"},
         {"dataset": second, "model": "m", "strategy": "gold_evidence"},
         {"dataset": first, "model": "m", "strategy": "peer_x"},  # one dataset only: left out
+        {"dataset": first, "model": "m", "strategy": "loop_nar"},  # a variant: against the loop
+        {"dataset": second, "model": "m", "strategy": "loop_nar"},
     ]
 
     def on(dataset: str, scores: list[int]) -> list[dict[str, Any]]:
@@ -202,20 +204,16 @@ def test_pooled_comparisons_pair_both_datasets(e2e: Any) -> None:
         4: on(first, [1, 1]),
         5: on(second, [1, 1]),
         6: on(first, [1, 1]),
+        7: on(first, [0, 0]),
+        8: on(second, [1, 1]),
     }
     pooled = e2e.pooled_comparisons(rows, lines, "loop")
-    assert pooled == [
-        {
-            "strategy": "loop",
-            "vs": "single_step",
-            "model": "m",
-            "n": 4,
-            "delta": 0.75,
-            "ci_low": pooled[0]["ci_low"],
-            "ci_high": pooled[0]["ci_high"],
-        }
+    assert [(p["strategy"], p["vs"], p["n"], p["delta"]) for p in pooled] == [
+        ("loop", "single_step", 4, 0.75),
+        ("loop_nar", "loop", 4, -0.25),
     ]
     assert pooled[0]["ci_low"] <= 0.75 <= pooled[0]["ci_high"]
+    assert set(pooled[0]) == {"strategy", "vs", "model", "n", "delta", "ci_low", "ci_high"}
 
 
 def test_bridge_hops_count_planned_bridges_against_the_intermediate_answers(e2e: Any) -> None:

@@ -259,12 +259,20 @@ def final_answer(state: Mapping[str, Any], abstain: AbstainMode = "exemplar") ->
 
 
 def chosen_answer(state: Mapping[str, Any]) -> tuple[str, str]:
-    """(answer, where it came from), in this order: MER's answer when it followed the format
-    or is short; the closing clause of a long unformatted MER reply; the loop's answer; the
-    long MER reply; the last intermediate answer; 'unknown'."""
+    """(answer, where it came from), in this order: the loop's answer when MER's is a
+    sentence that contains it (the two agree, and MER was asked for a short answer); MER's
+    answer when it followed the format or is short; the closing clause of a long unformatted
+    MER reply; the loop's answer; the long MER reply; the last intermediate answer;
+    'unknown'."""
     mer = state.get("mer") or {}
     mer_answer = str(mer.get("answer") or "")
     loop_answer = str(state.get("loop_answer") or "")
+    if (
+        len(mer_answer.split()) > MER_SHORT_WORDS
+        and loop_answer not in ("", UNKNOWN_ANSWER, NOT_FOUND)
+        and cover_em(mer_answer, [loop_answer])
+    ):
+        return loop_answer, "loop (MER's sentence agrees)"
     if mer_answer:
         if mer.get("extraction") in ("structured", "marker", "answer_is", "answer_line") or (
             len(mer_answer.split()) <= MER_SHORT_WORDS
