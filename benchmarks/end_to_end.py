@@ -40,7 +40,8 @@ files at any time); ``--markdown-only`` rewrites only the markdown from the ``--
 A row whose run file is gone (a new machine, a cleared cache) is carried over from the
 previous ``--out`` file when that row was computed from a run file of the same name, i.e. the
 same model, dataset, strategy and configuration fingerprint; the markdown marks it, and paired
-intervals against it are left empty until it is rerun, since they need its per-question lines.
+intervals against it are left empty until it is rerun, since they need its per-question lines
+(pooled items between carried rows are carried too).
 
 Each row carries cover-EM / EM / F1 with bootstrap 95% intervals, ``vs_single_step`` (the
 cover-EM difference to single-step of the same model on the same questions, with a paired
@@ -489,7 +490,8 @@ def _pooled_lines(result: dict[str, Any]) -> list[str]:
         "| model | strategy | vs | n | Δ cover-EM [paired 95% CI] |",
         "|---|---|---|---|---|",
         *(
-            f"| {_short_model(p['model'])} | {p['strategy']} | {p['vs']} | {p['n']} | {_delta(p)} |"
+            f"| {_short_model(p['model'])} | {p['strategy']} | {p['vs']} | {p['n']}"
+            f"{'†' if p.get('carried_over') else ''} | {_delta(p)} |"
             for p in pooled
         ),
     ]
@@ -768,6 +770,31 @@ def previous_rows(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
     return {(row["run"], row["role"]): row for row in rows if row.get("run")}
 
 
+def carried_pooled(
+    rows: Sequence[dict[str, Any]], pooled: list[dict[str, Any]], path: Path
+) -> list[dict[str, Any]]:
+    """``pooled`` plus the pooled items of an earlier results file that could not be computed
+    again because every row they pair is carried over (its per-question lines are gone);
+    such items are marked ``carried_over``."""
+    if not path.is_file():
+        return pooled
+    earlier = json.loads(path.read_text(encoding="utf-8")).get("pooled") or []
+    done = {(p["strategy"], p["vs"], p["model"]) for p in pooled}
+
+    def carried(model: str, strategy: str) -> bool:
+        found = [r for r in rows if (r["model"], r["strategy"]) == (model, strategy)]
+        return len(found) == len(DATASETS) and all(r.get("carried_over") for r in found)
+
+    kept = [
+        {**item, "carried_over": True}
+        for item in earlier
+        if (item["strategy"], item["vs"], item["model"]) not in done
+        and carried(item["model"], item["strategy"])
+        and carried(item["model"], item["vs"])
+    ]
+    return pooled + kept
+
+
 def _plan_entry(planned: Planned) -> dict[str, Any]:
     return {
         "dataset": planned.dataset,
@@ -872,6 +899,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
         rows.append({**row, "run": run_name})
     attach_comparisons(rows, row_lines, best_loops[0] if best_loops else None)
     pooled = pooled_comparisons(rows, row_lines, best_loops[0] if best_loops else None)
+    pooled = carried_pooled(rows, pooled, Path(args.out))
 
     command = " ".join(
         [

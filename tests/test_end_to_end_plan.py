@@ -239,3 +239,20 @@ def test_bridge_hops_count_planned_bridges_against_the_intermediate_answers(e2e:
     assert e2e.bridge_hops([{"id": "q", "trace": {}}], {"q": record}) is None
     no_decomposition = QARecord(id="q", dataset="2wiki", question="?", answers=("x",))
     assert e2e.bridge_hops([line], {"q": no_decomposition}) is None
+
+
+def test_pooled_items_between_carried_rows_are_carried(e2e: Any, tmp_path: Path) -> None:
+    first, second = e2e.DATASETS
+    item = {"strategy": "a", "vs": "b", "model": "m", "n": 4, "delta": 0.5}
+    item |= {"ci_low": 0.1, "ci_high": 0.9}
+    other = {**item, "vs": "c"}
+    out = tmp_path / "end_to_end.json"
+    out.write_text(json.dumps({"pooled": [item, other]}), encoding="utf-8")
+    rows = [
+        {"dataset": d, "model": "m", "strategy": s, "carried_over": s != "c"}
+        for d in (first, second)
+        for s in ("a", "b", "c")
+    ]
+    kept = e2e.carried_pooled(rows, [], out)
+    assert kept == [{**item, "carried_over": True}]  # a vs c: c was rerun, so not carried
+    assert e2e.carried_pooled(rows, [item], out) == [item]  # computed again: not duplicated
