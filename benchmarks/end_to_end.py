@@ -157,6 +157,10 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
         "Plan-and-execute + MER (default)",
         (*_PLAN, "mer.l", "mer.max_evidence_chars"),
     ),
+    "plan_execute_mer_2_passages": (
+        "Plan-and-execute + MER, 2 passages a step",
+        (*_PLAN, "mer.l", "mer.max_evidence_chars"),
+    ),
     "plan_execute_nar": ("Plan-and-execute + NAR", (*_NAR, *_PLAN[len(_RETRIEVAL) :])),
     "adaptive": (
         "Router (shipped head): single-step or the default",
@@ -181,6 +185,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         "plan_execute",
         {"answer.sub_passages": 2, "agents.quote_evidence": "final"},
     ),
+    "plan_execute_mer_2_passages": ("plan_execute_mer", {"answer.sub_passages": 2}),
 }
 CEILINGS = ("gold_evidence", "gold_decomposition", "gold_bridges")
 
@@ -231,7 +236,7 @@ def build_plan(
         ("peer", model, PEERS),
     ]
     if strong_model:
-        variants = [name for name, (loop, _) in VARIANTS.items() if best_loops[:1] == [loop]]
+        variants = [name for name, (loop, _) in VARIANTS.items() if loop in best_loops]
         nar = [f"{best_loops[0]}_nar"] if variants else []
         strong = [
             "single_step",
@@ -443,7 +448,8 @@ def pooled_comparisons(
     """Paired comparisons pooled over both datasets (on the questions both rows answered, 268
     when both are complete): the default pipeline against every other strategy of the same
     model but the ceilings and the best loop's variants; the best loop against single-step;
-    each variant of it (:data:`VARIANTS`, its NAR row) against the best loop. Items
+    each variant (:data:`VARIANTS`) against the strategy it varies, the best loop's NAR row
+    against the best loop. Items
     ``{"strategy", "vs", "model", "n", "delta", "ci_low", "ci_high"}``; only strategies with
     per-question lines on every dataset take part."""
 
@@ -466,7 +472,11 @@ def pooled_comparisons(
         ]
         if best_loop and best_loop != DEFAULT_PIPELINE:
             pairs += [(best_loop, "single_step")]
-            pairs += [(v, best_loop) for v in dict.fromkeys(strategies) if v in variants]
+            pairs += [
+                (v, VARIANTS.get(v, (best_loop, {}))[0])
+                for v in dict.fromkeys(strategies)
+                if v in variants
+            ]
         for ours, other in pairs:
             a, b = pooled_lines(model, ours), pooled_lines(model, other)
             if a is None or b is None:

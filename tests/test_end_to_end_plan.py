@@ -256,3 +256,26 @@ def test_pooled_items_between_carried_rows_are_carried(e2e: Any, tmp_path: Path)
     kept = e2e.carried_pooled(rows, [], out)
     assert kept == [{**item, "carried_over": True}]  # a vs c: c was rerun, so not carried
     assert e2e.carried_pooled(rows, [item], out) == [item]  # computed again: not duplicated
+
+
+def test_a_variant_of_the_default_is_paired_with_the_default(e2e: Any) -> None:
+    first, second = e2e.DATASETS
+    variant = "plan_execute_mer_2_passages"
+    assert e2e.VARIANTS[variant][0] == e2e.DEFAULT_PIPELINE
+    rows = [
+        {"dataset": d, "model": "m", "strategy": s}
+        for s in ("plan_execute", e2e.DEFAULT_PIPELINE, variant)
+        for d in (first, second)
+    ]
+    scores = {"plan_execute": [0, 0], e2e.DEFAULT_PIPELINE: [1, 0], variant: [1, 1]}
+    lines = {
+        i: [
+            {**line, "id": f"{row['dataset']}-{line['id']}"}
+            for line in _lines(scores[row["strategy"]])
+        ]
+        for i, row in enumerate(rows)
+    }
+    pooled = e2e.pooled_comparisons(rows, lines, "plan_execute")
+    pairs = {(p["strategy"], p["vs"]): p["delta"] for p in pooled}
+    assert pairs[(variant, e2e.DEFAULT_PIPELINE)] == 0.5
+    assert (e2e.DEFAULT_PIPELINE, variant) not in pairs  # variants are not the default's peers
