@@ -784,16 +784,22 @@ def carried_pooled(
     rows: Sequence[dict[str, Any]], pooled: list[dict[str, Any]], path: Path
 ) -> list[dict[str, Any]]:
     """``pooled`` plus the pooled items of an earlier results file that could not be computed
-    again because every row they pair is carried over (its per-question lines are gone);
-    such items are marked ``carried_over``."""
+    again (some row they pair is carried over: its per-question lines are gone) although
+    every row they pair is the same as then (carried over, or computed from the run file of
+    the same name); such items are marked ``carried_over``."""
     if not path.is_file():
         return pooled
-    earlier = json.loads(path.read_text(encoding="utf-8")).get("pooled") or []
+    previous = json.loads(path.read_text(encoding="utf-8"))
+    earlier = previous.get("pooled") or []
+    runs = {(r["dataset"], r["model"], r["strategy"]): r.get("run") for r in previous["rows"]}
     done = {(p["strategy"], p["vs"], p["model"]) for p in pooled}
 
     def carried(model: str, strategy: str) -> bool:
         found = [r for r in rows if (r["model"], r["strategy"]) == (model, strategy)]
-        return len(found) == len(DATASETS) and all(r.get("carried_over") for r in found)
+        return len(found) == len(DATASETS) and all(
+            r.get("carried_over") or r.get("run") == runs.get((r["dataset"], model, strategy))
+            for r in found
+        )
 
     kept = [
         {**item, "carried_over": True}

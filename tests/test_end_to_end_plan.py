@@ -247,14 +247,16 @@ def test_pooled_items_between_carried_rows_are_carried(e2e: Any, tmp_path: Path)
     item |= {"ci_low": 0.1, "ci_high": 0.9}
     other = {**item, "vs": "c"}
     out = tmp_path / "end_to_end.json"
-    out.write_text(json.dumps({"pooled": [item, other]}), encoding="utf-8")
     rows = [
-        {"dataset": d, "model": "m", "strategy": s, "carried_over": s != "c"}
+        {"dataset": d, "model": "m", "strategy": s, "run": f"{d}-{s}", "carried_over": s == "b"}
         for d in (first, second)
         for s in ("a", "b", "c")
     ]
+    before = [{**row, "run": "other" if row["strategy"] == "c" else row["run"]} for row in rows]
+    out.write_text(json.dumps({"pooled": [item, other], "rows": before}), encoding="utf-8")
     kept = e2e.carried_pooled(rows, [], out)
-    assert kept == [{**item, "carried_over": True}]  # a vs c: c was rerun, so not carried
+    # a: the same run file as before; b: carried; c: another run file since (new settings)
+    assert kept == [{**item, "carried_over": True}]
     assert e2e.carried_pooled(rows, [item], out) == [item]  # computed again: not duplicated
 
 
