@@ -40,8 +40,9 @@ files at any time); ``--markdown-only`` rewrites only the markdown from the ``--
 A row whose run file is gone (a new machine, a cleared cache) is carried over from the
 previous ``--out`` file when that row was computed from a run file of the same name, i.e. the
 same model, dataset, strategy and configuration fingerprint; the markdown marks it, and paired
-intervals against it are left empty until it is rerun, since they need its per-question lines
-(pooled items between carried rows are carried too).
+intervals against it are left empty until it is rerun, since they need its per-question lines.
+A pooled comparison that cannot be computed again for that reason is carried over too while
+every row it pairs comes from a run file of the same name as then (:func:`carried_pooled`).
 
 Each row carries cover-EM / EM / F1 with bootstrap 95% intervals, ``vs_single_step`` (the
 cover-EM difference to single-step of the same model on the same questions, with a paired
@@ -641,7 +642,9 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
                 "† Carried over from the previous results file: this row's run file (same "
                 "model, dataset, strategy and configuration fingerprint) is not on the machine "
                 "that wrote this table, so its figures are as last computed and a paired "
-                "interval against it stays empty until it is rerun.",
+                "interval against it stays empty until it is rerun. A pooled n marked † is a "
+                "comparison carried over likewise: as computed from the run files of the same "
+                "names on that machine.",
             ]
             if any(row.get("carried_over") for row in result["rows"])
             else []
@@ -785,13 +788,15 @@ def carried_pooled(
 ) -> list[dict[str, Any]]:
     """``pooled`` plus the pooled items of an earlier results file that could not be computed
     again (some row they pair is carried over: its per-question lines are gone) although
-    every row they pair is the same as then (carried over, or computed from the run file of
-    the same name); such items are marked ``carried_over``."""
+    every row they pair comes from a run file of the same name as then (carried over, or
+    recomputed from it); such items are marked ``carried_over``."""
     if not path.is_file():
         return pooled
     previous = json.loads(path.read_text(encoding="utf-8"))
     earlier = previous.get("pooled") or []
-    runs = {(r["dataset"], r["model"], r["strategy"]): r.get("run") for r in previous["rows"]}
+    runs = {
+        (r["dataset"], r["model"], r["strategy"]): r.get("run") for r in previous.get("rows", [])
+    }
     done = {(p["strategy"], p["vs"], p["model"]) for p in pooled}
 
     def carried(model: str, strategy: str) -> bool:
