@@ -55,6 +55,7 @@ def test_index_is_idempotent_and_info_reports_it(home: Path, notes: Path) -> Non
         (("index", "/nonexistent/dir", "-c", "notes"), "does not exist"),
         (("index", "-c", "notes"), "give either a PATH"),
         (("ask", "Who wrote Emma?", "-c", "nothere"), "collection 'nothere' does not exist"),
+        (("ask", "Who wrote Emma?", "-c", "nothere"), "rca index --demo --collection nothere"),
         (("ask", "   ", "-c", "notes"), "the question is empty"),
         (("ask", "x" * 1_000_000, "-c", "notes"), "1,000,000 characters long"),
         (("ask", "Who?", "--set", "graph.k"), "--set expects key=value"),

@@ -93,7 +93,8 @@ class CorpusStore:
         if not (directory / MANIFEST_FILE).is_file():
             raise CorpusError(
                 f"collection {name!r} does not exist under {config.corpus.collections_dir}; "
-                f"create it with: rca index PATH --collection {name}"
+                f"create it with: rca index PATH --collection {name} (or rca index --demo "
+                f"--collection {name} for the bundled demo corpus)"
             )
         store = cls(directory, read_manifest(directory), config)
         store.log.check_files()
