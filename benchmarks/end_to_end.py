@@ -610,9 +610,13 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
             f"{row['format_failures']} | {row['breaks']} / {row['errors']} |"
         )
     if result["pending"]:
-        waiting = ", ".join(
-            f"{p['dataset']} × {p['strategy']} ({_short_model(p['model'])}, n={p['limit']})"
-            for p in result["pending"]
+        groups: dict[tuple[str, str, int], list[str]] = {}
+        for p in result["pending"]:
+            key = (p["strategy"], _short_model(p["model"]), p["limit"])
+            groups.setdefault(key, []).append(p["dataset"])
+        waiting = "; ".join(
+            f"{strategy} ({model}, n={limit}: {', '.join(datasets)})"
+            for (strategy, model, limit), datasets in groups.items()
         )
         lines += ["", f"Not run yet: {waiting}."]
     lines += [
