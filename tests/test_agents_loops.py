@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from agent_fakes import Script, ScriptedChat, demo_config, demo_home
 
-from rag_complexity_agents.agents.plan_execute import beyond_the_question, is_chain
+from rag_complexity_agents.agents.plan_execute import beyond_the_question, called_for, is_chain
 from rag_complexity_agents.agents.prompts import plan_execute as plan_prompt
 from rag_complexity_agents.agents.registry import build_pipeline
 from rag_complexity_agents.agents.retrieve import expand_query
@@ -256,6 +256,44 @@ def test_plan_execute_copied_exemplar_plan_is_not_used(parts: Components) -> Non
     result, _ = run(parts, "plan_execute", script)
     assert result.trace["steps"][0]["sub_question"] == "Who directed Spirited Away?"
     assert result.answer == "Tokyo"
+
+
+def test_plan_execute_keeps_an_exemplar_step_the_question_calls_for(parts: Components) -> None:
+    """A step worded like an exemplar's ("In which city was #1 born?") is the right step for
+    a question about a birthplace: the plan is used as written, not asked for again."""
+    plan = "1. Who is the director of Spirited Away?\n2. In which city was #1 born?"
+    result, chat = run(parts, "plan_execute", Script(plan=plan, answer=["Hayao Miyazaki", "Tokyo"]))
+    asked = [s["sub_question"] for s in result.trace["steps"]]
+    assert asked == [
+        "Who is the director of Spirited Away?",
+        "In which city was Hayao Miyazaki born?",
+    ]
+    assert chat.kinds().count("plan") == 1 and result.answer == "Tokyo"
+
+
+@pytest.mark.parametrize(
+    ("shown", "question", "called"),
+    [
+        ("In which city was #1 born?", "Where was the father of Emily Eavis born?", True),
+        ("Who is the father of #1?", "Who is the father of the director of film The Ride?", True),
+        (
+            "Who is the author of Dracula?",
+            "Who is the mayor of the city where the author of Dracula was born?",
+            True,
+        ),
+        (
+            "Who is the director of the film Jaws?",
+            "Where was the director of film Timber Falls born?",
+            False,
+        ),
+        ("In what year did #1 go public?", "Who founded Studio Ghibli?", False),
+        ("In what year did #1 go public?", "In which year was Harvard University founded?", False),
+        ("Which company makes the Walkman?", "Which company makes the PlayStation?", False),
+    ],
+)
+def test_called_for(shown: str, question: str, called: bool) -> None:
+    assert shown in plan_prompt.exemplar_questions()
+    assert called_for(shown, question) is called
 
 
 @pytest.mark.parametrize(

@@ -49,7 +49,7 @@ from collections.abc import Sequence
 from ..models.calls import ChatReply, sample_answers
 from ..models.llamacpp import LlamaCppChatModel
 from ..models.schemas import ShortAnswer, SubQuestionPlan
-from ..text import normalize_answer
+from ..text import STOPWORDS, normalize_answer
 from .answer import QUOTE_TOKENS, answer_messages, answer_sub, held_by, shown_docs, step_query
 from .context import AgentContext
 from .parsers import clean_answer, clean_query, parse_plan
@@ -86,12 +86,27 @@ def _known(answer: str) -> bool:
 
 
 def _copied(questions: Sequence[str], question: str) -> bool:
-    """A plan that repeats an exemplar's simple question the user's question does not ask."""
+    """A plan that repeats an exemplar's simple question the user's question does not call
+    for (:func:`called_for`)."""
     return any(
-        same_query(q, shown) and not same_query(question, shown)
+        same_query(q, shown) and not called_for(shown, question)
         for q in questions
         for shown in EXAMPLE_QUESTIONS
     )
+
+
+def called_for(shown: str, question: str) -> bool:
+    """Whether the user's ``question`` calls for an exemplar's simple question ``shown``: it
+    names every thing ``shown`` names (its capitalised words after the first) and holds at
+    least half of its other content words. "In which city was #1 born?" is a right step for
+    "Where was the father of X born?"; "Who is the director of the film Jaws?" or "In what
+    year did #1 go public?" is a copy in a plan for "Who founded Studio Ghibli?"."""
+    asked = set(normalize_answer(question).split())
+    first, *rest = shown.split()
+    names = {w for word in rest if word[:1].isupper() for w in normalize_answer(word).split()}
+    words = set(normalize_answer(f"{first} {' '.join(rest)}").split()) - STOPWORDS - names
+    words = {w for w in words if not w.isdigit()}  # "#1" is a reference, not a word
+    return names <= asked and 2 * len(words & asked) >= len(words)
 
 
 def _refers_forward(questions: Sequence[str]) -> bool:
