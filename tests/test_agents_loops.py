@@ -14,7 +14,12 @@ from typing import Any
 import pytest
 from agent_fakes import Script, ScriptedChat, demo_config, demo_home
 
-from rag_complexity_agents.agents.plan_execute import beyond_the_question, called_for, is_chain
+from rag_complexity_agents.agents.plan_execute import (
+    beyond_the_question,
+    called_for,
+    in_order,
+    is_chain,
+)
 from rag_complexity_agents.agents.prompts import plan_execute as plan_prompt
 from rag_complexity_agents.agents.registry import build_pipeline
 from rag_complexity_agents.agents.retrieve import expand_query
@@ -298,7 +303,11 @@ def test_called_for(shown: str, question: str, called: bool) -> None:
 
 @pytest.mark.parametrize(
     "bad_plan",
-    ["1. Where did #1 study?\n2. Who directed Spirited Away?", "1. Who directed #2?\n2. Where?"],
+    [
+        "1. Where did #1 study?\n2. Who directed Spirited Away?",
+        "1. Who directed #2?\n2. Where was #1 born?",
+        "1. Who directed #3?\n2. Where?",
+    ],
 )
 def test_plan_execute_plan_referring_forward_is_retried(parts: Components, bad_plan: str) -> None:
     script = Script(plan=[bad_plan, PLAN], answer=["Hayao Miyazaki", "Tokyo"])
@@ -310,6 +319,31 @@ def test_plan_execute_plan_referring_forward_is_retried(parts: Components, bad_p
         "Where was Hayao Miyazaki born?",
     ]
     assert result.answer == "Tokyo" and result.trace["format_errors"] == 1
+
+
+def test_plan_execute_runs_an_out_of_order_plan_in_order(parts: Components) -> None:
+    plan = "1. Where was #2 born?\n2. Who directed Spirited Away?"
+    result, chat = run(parts, "plan_execute", Script(plan=plan, answer=["Hayao Miyazaki", "Tokyo"]))
+    assert [s["sub_question"] for s in result.trace["steps"]] == [
+        "Who directed Spirited Away?",
+        "Where was Hayao Miyazaki born?",
+    ]
+    assert chat.kinds().count("plan") == 1 and result.answer == "Tokyo"
+
+
+@pytest.mark.parametrize(
+    ("plan", "ordered"),
+    [
+        (["A?", "B of #1?"], ["A?", "B of #1?"]),
+        (["C of #2 and #3?", "A?", "B of #2?"], ["A?", "B of #1?", "C of #1 and #2?"]),
+        (["B of #3?", "D?", "A?"], ["D?", "A?", "B of #2?"]),
+        (["A of #1?"], None),
+        (["A of #2?", "B of #1?"], None),
+        (["A of #5?", "B?"], None),
+    ],
+)
+def test_in_order(plan: list[str], ordered: list[str] | None) -> None:
+    assert in_order(plan) == ordered
 
 
 def test_plan_execute_plan_referring_forward_twice_falls_back(parts: Components) -> None:

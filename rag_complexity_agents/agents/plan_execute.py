@@ -18,11 +18,13 @@ is used, as ``#k``, by a later one) the last question's answer is the loop's ans
 the last question need not be the one that answers the user's (the 1.5B model often asks the
 whole question first and its bridge questions after it), so ``conclude`` answers the question
 from all the (simple question, answer) pairs found. ``conclude`` also runs when the last
-answer is empty or "unknown". A plan that cannot be read, or that cannot be run in order
-because a question refers to its own or a later answer ("1. Where did #1 study?"; the 0.5B
-model writes such plans for about one 2Wiki question in six, and none of them was answered
-right), is asked for once more with a format reminder, then the question itself becomes the
-plan (single-step through the loop). A plan is cut before a step that builds on a step
+answer is empty or "unknown". A plan whose questions use later answers is run in the order
+the uses need (:func:`in_order`). A plan that cannot be read, that cannot be run in any order
+because a question refers to its own answer or a missing one ("1. Where did #1 study?"; the
+0.5B model writes such plans for about one 2Wiki question in six, and none of them was
+answered right), or that copies an exemplar's question the user's does not call for
+(:func:`called_for`) is asked for once more with a format reminder, then the question itself
+becomes the plan (single-step through the loop). A plan is cut before a step that builds on a step
 restating the whole question (:func:`beyond_the_question`): a one-fact question is then
 answered in one step, not given an invented second one.
 
@@ -109,12 +111,27 @@ def called_for(shown: str, question: str) -> bool:
     return names <= asked and 2 * len(words & asked) >= len(words)
 
 
-def _refers_forward(questions: Sequence[str]) -> bool:
-    """Whether a planned question refers to its own answer or a later one (``#k`` with k at
-    least its own number), which :func:`substitute_answers` could never fill."""
-    return any(
-        int(k) >= number for number, q in enumerate(questions, start=1) for k in _BACKREF.findall(q)
-    )
+def in_order(questions: Sequence[str]) -> list[str] | None:
+    """The plan with every question after the questions whose answers it uses, ``#k``
+    renumbered ("1. Which county borders the county where #2 was born?", "2. Who sang Hungry
+    Eyes?" is run as "Who sang Hungry Eyes?", then "... where #1 was born?"); a plan already
+    in order is returned as it is. None when a question uses its own answer, the answer of a
+    question the plan does not have, or the uses form a cycle: :func:`substitute_answers`
+    could never fill such a ``#k``."""
+    needs = [{int(k) for k in _BACKREF.findall(q)} for q in questions]
+    numbers = set(range(1, len(questions) + 1))
+    if any(number in used or not used <= numbers for number, used in enumerate(needs, 1)):
+        return None
+    order: list[int] = []
+    while len(order) < len(questions):
+        ready = [n for n in sorted(numbers - set(order)) if needs[n - 1] <= set(order)]
+        if not ready:
+            return None
+        order.append(ready[0])
+    renumber = {old: new for new, old in enumerate(order, start=1)}
+    return [
+        _BACKREF.sub(lambda m: f"#{renumber[int(m.group(1))]}", questions[old - 1]) for old in order
+    ]
 
 
 def beyond_the_question(questions: Sequence[str], question: str) -> list[str]:
@@ -224,8 +241,8 @@ def _plan_messages(state: AgentState, ctx: AgentContext) -> list[tuple[str, str]
 
 def _start(state: AgentState, ctx: AgentContext, reply: ChatReply, questions: list[str]) -> Update:
     update: Update = {"plan_rounds": state.get("plan_rounds", 0) + 1}
-    if _copied(questions, state["question"]) or _refers_forward(questions):
-        questions = []
+    ordered = in_order(questions)
+    questions = [] if ordered is None or _copied(questions, state["question"]) else ordered
     if not questions:
         errors = state.get("format_errors", 0) + 1
         update["format_errors"] = errors
