@@ -950,8 +950,13 @@ ABSTAIN = re.compile(
 
 
 def is_abstention(answer: str) -> bool:
-    """Whether ``answer`` says the evidence does not give one ('unknown', 'not found', …)."""
-    return not answer.strip() or bool(ABSTAIN.search(answer))
+    """Whether ``answer`` says the evidence does not give one ('unknown', 'not found', …) or
+    names nothing (a bare 'None' or 'N/A', as the loops read it)."""
+    from rag_complexity_agents.agents.retrieve import UNANSWERED
+    from rag_complexity_agents.text import normalize_answer
+
+    bare = normalize_answer(answer) in UNANSWERED
+    return not answer.strip() or bare or bool(ABSTAIN.search(answer))
 
 
 def _demo_collection(home: Path) -> Any:

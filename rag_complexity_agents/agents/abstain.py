@@ -16,8 +16,12 @@ run's final answer, whatever loop or prompt the answer came through.
   question, or of a sub-question or query on its topic (other than a short answer's own
   words), occur in that passage (:func:`support`). This is what turns "J. K. Rowling" for "Who
   painted The Night Watch?" into "not found": the passage that names Rowling is about Harry
-  Potter. The check reads words only (no model call), so a passage that shares the
-  question's relation words ("wrote", "novel") can pass for one about its subject. An answer
+  Potter. A multi-hop answer often stands in a passage about the bridge entity, which shares
+  few words with the question ("Where did Juan Carlos Gumucio's wife die?" is answered by
+  Marie Colvin's page): a passage read that names the answering passage's title lends it its
+  own support (a chain of two passages, as a 2-hop answer needs). The check reads words only
+  (no model call), so a passage that shares the question's relation words ("wrote", "novel")
+  can pass for one about its subject. An answer
   the question offers as a choice ("A or B") is a kind of answer, like yes / no, and is left
   alone.
 
@@ -32,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ..retrieval.mer import DEFAULT_EXEMPLARS
 from ..text import STOPWORDS, cover_em, normalize_answer
@@ -62,6 +66,16 @@ whole or half the answer held, with or without requiring the question's names, w
 without a sentence answer's words left out and with or without stemming, they are the ones
 that kept the end-to-end cost within one point of cover-EM while turning at least 80% of the
 out-of-corpus answers into "not found". The choice was made on those same runs."""
+
+
+class Passage(NamedTuple):
+    """A passage read, normalised (:func:`~..text.normalize_answer`)."""
+
+    title: str
+    text: str
+    """Title and text."""
+
+
 NOT_FOUND = "not found"
 """The answer of a run that abstains: the evidence supports no answer."""
 _YES_NO = frozenset({"yes", "no"})
@@ -95,12 +109,13 @@ def content_words(text: str) -> set[str]:
     return set(normalize_answer(text).split()) - STOPWORDS
 
 
-def _read_passages(state: Mapping[str, Any]) -> list[str]:
-    """The normalised title + text of every passage the run's steps retrieved."""
+def _read_passages(state: Mapping[str, Any]) -> list[Passage]:
+    """Every passage the run's steps retrieved, as its normalised title and title + text."""
     return [
-        normalize_answer(f"{doc.get('title') or ''} {doc.get('text') or ''}")
+        Passage(title, f"{title} {normalize_answer(str(doc.get('text') or ''))}")
         for record in state.get("retrievals") or []
         for doc in record.get("docs") or []
+        for title in (normalize_answer(str(doc.get("title") or "")),)
     ]
 
 
@@ -125,11 +140,11 @@ def _stems(words: Iterable[str]) -> set[str]:
     return {word[:STEM] for word in words}
 
 
-def support(answer: str, asked: Iterable[str], passages: Iterable[str]) -> float:
-    """How well the best passage supports ``answer`` (0 to 1): over the ``passages``
-    (normalised text) that hold at least :data:`ANSWER_HELD` of the answer's content words,
-    the largest share of the content words of an ``asked`` text (question, sub-question or
-    query) that the passage also holds (1 for a text with no word to look for); words are
+def support(answer: str, asked: Iterable[str], passages: Iterable[Passage]) -> float:
+    """How well the best passage supports ``answer`` (0 to 1): over the ``passages`` that
+    hold at least :data:`ANSWER_HELD` of the answer's content words, the largest share of the
+    content words of an ``asked`` text (question, sub-question or query) that the passage, or
+    a passage naming its title, also holds (1 for a text with no word to look for); words are
     compared by their first :data:`STEM` letters. A short answer's own words (at most
     :data:`SHORT_ANSWER` content words: a name, a date) are left out of the asked texts, so
     that a passage found through words the question dictates ("Please just say 2012.") is no
@@ -140,13 +155,20 @@ def support(answer: str, asked: Iterable[str], passages: Iterable[str]) -> float
         return 0.0
     left_out = own if len(own) <= SHORT_ANSWER else set()
     wanted = [_stems(content_words(text)) - left_out for text in asked]
-    best = 0.0
-    for text in passages:
+    read = list(passages)
+
+    def on_topic(text: str) -> float:
         words = _stems(text.split())
-        if len(own & words) < ANSWER_HELD * len(own):
+        return max((len(t & words) / len(t) if t else 1.0 for t in wanted), default=0.0)
+
+    best = 0.0
+    for passage in read:
+        if len(own & _stems(passage.text.split())) < ANSWER_HELD * len(own):
             continue
-        for topic in wanted:
-            best = max(best, len(topic & words) / len(topic) if topic else 1.0)
+        best = max(best, on_topic(passage.text))
+        if passage.title.strip() and content_words(passage.title):
+            naming = (p for p in read if p is not passage and cover_em(p.text, passage.title))
+            best = max([best, *(on_topic(p.text) for p in naming)])
     return best
 
 
@@ -168,12 +190,13 @@ def abstention(answer: str, state: Mapping[str, Any], mode: AbstainMode = "exemp
         context = set().union(*(content_words(text) for text in _asked(state))) - own
         for exemplar in copied:
             if not any(
-                cover_em(text, exemplar) and context.intersection(text.split()) for text in passages
+                cover_em(p.text, exemplar) and context.intersection(p.text.split())
+                for p in passages
             ):
                 return f"an exemplar's answer ({exemplar!r}) that no passage supports"
     if mode == "ungrounded":
         words = content_words(answer)
-        if not any(words.intersection(text.split()) for text in passages):
+        if not any(words.intersection(p.text.split()) for p in passages):
             return "an answer that shares no content word with the passages read"
     if mode == "supported" and not _offered(answer, str(state.get("question") or "")):
         share = support(answer, _on_topic(state), passages)

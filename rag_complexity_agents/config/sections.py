@@ -438,7 +438,8 @@ class AgentsConfig(BaseModel):
         "answer no passage read supports; 'ungrounded': also one that shares no content word "
         "with any passage read; 'supported': also one that no passage read supports (the "
         "passage holds half of the answer's content words and more than a third of those "
-        "of the question or of an on-topic sub-question; benchmarks/results/robustness.md). "
+        "of the question or of an on-topic sub-question, or is named by a passage read that "
+        "does; benchmarks/results/robustness.md). "
         "Not in the paper.",
     )
     structured_output: Literal["auto", "on", "off"] = Field(

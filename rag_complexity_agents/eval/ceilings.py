@@ -23,6 +23,11 @@ steps and every 2Wiki step) are asked as ``"What is the <relation> of <entity>?"
 border with", ...) have their own wording in :data:`RELATION_QUESTIONS`, one table for every
 dataset. Traces keep each step (asked question, answer, gold answers, whether it was
 covered) for the analysis of where a chain breaks.
+
+Ceilings measure reading and bridging, not the guard against unsupported answers: their
+single-step runs keep only the exemplar check (``agents.abstain = "exemplar"``), as the
+ceilings did before the ``"supported"`` default; a hop answered "not found" would end the
+chain a loop's own hops carry on.
 """
 
 from __future__ import annotations
@@ -119,7 +124,8 @@ def single_step(
         parts = copy.copy(parts)
         parts.inject(first_stage=_GivenPassages(passages))
         knobs["passages"] = len(passages)
-    graph = build_pipeline("single_step", parts.config, components=parts, knobs=knobs)
+    config = parts.config.with_overrides({"agents.abstain": "exemplar"})
+    graph = build_pipeline("single_step", config, components=parts, knobs=knobs)
     return run_graph(graph, question)
 
 
