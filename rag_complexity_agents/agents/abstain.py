@@ -166,7 +166,7 @@ def support(answer: str, asked: Iterable[str], passages: Iterable[Passage]) -> f
         if len(own & _stems(passage.text.split())) < ANSWER_HELD * len(own):
             continue
         best = max(best, on_topic(passage.text))
-        if passage.title.strip() and content_words(passage.title):
+        if content_words(passage.title):
             naming = (p for p in read if p is not passage and cover_em(p.text, passage.title))
             best = max([best, *(on_topic(p.text) for p in naming)])
     return best
