@@ -162,6 +162,10 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
         "Plan-and-execute + MER, 2 passages a step",
         (*_PLAN, "mer.l", "mer.max_evidence_chars"),
     ),
+    "plan_execute_mer_quote": (
+        "Plan-and-execute + MER, last step quotes its evidence",
+        (*_PLAN, "mer.l", "mer.max_evidence_chars"),
+    ),
     "plan_execute_nar": ("Plan-and-execute + NAR", (*_NAR, *_PLAN[len(_RETRIEVAL) :])),
     "adaptive": (
         "Router (shipped head): single-step or the default",
@@ -187,6 +191,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         {"answer.sub_passages": 2, "agents.quote_evidence": "final"},
     ),
     "plan_execute_mer_2_passages": ("plan_execute_mer", {"answer.sub_passages": 2}),
+    "plan_execute_mer_quote": ("plan_execute_mer", {"agents.quote_evidence": "final"}),
 }
 CEILINGS = ("gold_evidence", "gold_decomposition", "gold_bridges")
 
