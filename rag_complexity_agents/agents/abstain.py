@@ -68,14 +68,6 @@ that kept the end-to-end cost within one point of cover-EM while turning at leas
 out-of-corpus answers into "not found". The choice was made on those same runs."""
 
 
-class Passage(NamedTuple):
-    """A passage read, normalised (:func:`~..text.normalize_answer`)."""
-
-    title: str
-    text: str
-    """Title and text."""
-
-
 NOT_FOUND = "not found"
 """The answer of a run that abstains: the evidence supports no answer."""
 _YES_NO = frozenset({"yes", "no"})
@@ -107,6 +99,14 @@ def copied_exemplars(answer: str) -> list[str]:
 def content_words(text: str) -> set[str]:
     """The normalised words of ``text`` that are not stop words."""
     return set(normalize_answer(text).split()) - STOPWORDS
+
+
+class Passage(NamedTuple):
+    """A passage read, normalised (:func:`~..text.normalize_answer`)."""
+
+    title: str
+    text: str
+    """Title and text."""
 
 
 def _read_passages(state: Mapping[str, Any]) -> list[Passage]:
@@ -156,19 +156,18 @@ def support(answer: str, asked: Iterable[str], passages: Iterable[Passage]) -> f
     left_out = own if len(own) <= SHORT_ANSWER else set()
     wanted = [_stems(content_words(text)) - left_out for text in asked]
     read = list(passages)
-
-    def on_topic(text: str) -> float:
-        words = _stems(text.split())
-        return max((len(t & words) / len(t) if t else 1.0 for t in wanted), default=0.0)
-
+    words = [_stems(p.text.split()) for p in read]
+    on_topic = [
+        max((len(t & w) / len(t) if t else 1.0 for t in wanted), default=0.0) for w in words
+    ]
     best = 0.0
-    for passage in read:
-        if len(own & _stems(passage.text.split())) < ANSWER_HELD * len(own):
+    for i, passage in enumerate(read):
+        if len(own & words[i]) < ANSWER_HELD * len(own):
             continue
-        best = max(best, on_topic(passage.text))
+        best = max(best, on_topic[i])
         if content_words(passage.title):
-            naming = (p for p in read if p is not passage and cover_em(p.text, passage.title))
-            best = max([best, *(on_topic(p.text) for p in naming)])
+            named_by = (j for j, p in enumerate(read) if j != i and cover_em(p.text, passage.title))
+            best = max([best, *(on_topic[j] for j in named_by)])
     return best
 
 
