@@ -63,7 +63,7 @@ def test_rows_and_the_leads_pooled_over_three_sets(check: Any, tmp_path: Path) -
     e2e = tmp_path / "end_to_end.json"
     e2e.write_text(json.dumps({"rows": rows}), encoding="utf-8")
     args = argparse.Namespace(
-        model=MODEL, e2e=str(e2e), cache=str(tmp_path), data="../shared/data", n=3
+        model=MODEL, e2e=str(e2e), cache=str(tmp_path), data="../shared/data", n=3, rows=check.ROWS
     )
     lines = {
         "single_step": _lines([False, False, False]),
@@ -88,3 +88,12 @@ def test_rows_and_the_leads_pooled_over_three_sets(check: Any, tmp_path: Path) -
     assert "| single_step | 3 | 0.0 [0, 0] | – |" in text
     assert f"* `{last}`: **-14.3" in text and "(7 questions)" in text
     assert "_Analysis pending._" in text
+
+
+def test_rows_picks_a_subset_in_order_and_keeps_the_two_baselines(check: Any) -> None:
+    lead = check.LEADS[-1]
+    args = check.parse_args(["--rows", f"adaptive,{lead}"])
+    assert args.rows == ("single_step", "plan_execute", "adaptive", lead)
+    assert check.parse_args([]).rows == check.ROWS
+    with pytest.raises(SystemExit):
+        check.parse_args(["--rows", "plan_execute,no_such_row"])
