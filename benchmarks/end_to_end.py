@@ -123,6 +123,7 @@ _PLAN = (
     *_RETRIEVAL,
     "answer.sub_passages",
     "agents.plan_rules",
+    "agents.split_steps",
     "agents.quote_evidence",
     "agents.bridge_votes",
     "agents.mer",
@@ -166,6 +167,10 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
         "Plan-and-execute + MER, last step quotes its evidence",
         (*_PLAN, "mer.l", "mer.max_evidence_chars"),
     ),
+    "plan_execute_mer_split": (
+        "Plan-and-execute + MER, a chained step planned again",
+        (*_PLAN, "mer.l", "mer.max_evidence_chars"),
+    ),
     "plan_execute_nar": ("Plan-and-execute + NAR", (*_NAR, *_PLAN[len(_RETRIEVAL) :])),
     "adaptive": (
         "Router (shipped head): single-step or the default",
@@ -192,6 +197,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "plan_execute_mer_2_passages": ("plan_execute_mer", {"answer.sub_passages": 2}),
     "plan_execute_mer_quote": ("plan_execute_mer", {"agents.quote_evidence": "final"}),
+    "plan_execute_mer_split": ("plan_execute_mer", {"agents.split_steps": True}),
 }
 CEILINGS = ("gold_evidence", "gold_decomposition", "gold_bridges")
 

@@ -17,8 +17,10 @@ from agent_fakes import Script, ScriptedChat, demo_config, demo_home
 from rag_complexity_agents.agents.plan_execute import (
     beyond_the_question,
     called_for,
+    chained_step,
     in_order,
     is_chain,
+    splice,
 )
 from rag_complexity_agents.agents.prompts import plan_execute as plan_prompt
 from rag_complexity_agents.agents.registry import build_pipeline
@@ -431,6 +433,88 @@ def test_plan_execute_plan_is_capped_at_max_steps(parts: Components) -> None:
         parts, "plan_execute", Script(plan=long_plan, answer="Japan"), agents={"max_steps": 2}
     )
     assert len(result.trace["steps"]) == 2 and result.answer == "Japan"
+
+
+CHAINED = "1. Where was the director of the film that won the Golden Bear in 2002 born?"
+
+
+def test_split_steps_plans_a_chained_step_again_and_runs_its_chain(parts: Components) -> None:
+    split = "1. Which film won the Golden Bear in 2002?\n2. Who directed #1?"
+    script = Script(
+        plan=[
+            "1. Who is the director of the film that won the Golden Bear in 2002?\n"
+            "2. Where was #1 born?",
+            split,
+        ],
+        answer=["Spirited Away", "Hayao Miyazaki", "Tokyo"],
+    )
+    result, chat = run(parts, "plan_execute", script, agents={"split_steps": True})
+    t = result.trace
+    split_prompt = [c["human"] for c in chat.calls if c["kind"] == "plan"][1]
+    assert "the director of the film that won the Golden Bear in 2002" in split_prompt
+    assert [s.get("planned") or s["sub_question"] for s in t["steps"]] == [
+        "Which film won the Golden Bear in 2002?",
+        "Who directed #1?",
+        "Where was #2 born?",  # the chain's last answer takes the split step's place
+    ]
+    assert t["steps"][2]["sub_question"] == "Where was Hayao Miyazaki born?"
+    assert any(note.startswith("plan step 1 split into 2") for note in t["notes"])
+    assert result.answer == "Tokyo" and t["format_failures"] == 0
+
+
+@pytest.mark.parametrize(
+    ("reply", "split"),
+    [
+        ("1. Who directed the film that won the Golden Bear in 2002?", False),  # one line
+        ("1. Who directed #2?\n2. Which film won the Golden Bear in 2002?", True),  # reordered
+        ("1. Which film won the Golden Bear?\n2. Who directed Jaws?", False),  # no chain
+        ("I cannot split this.", False),
+    ],
+)
+def test_split_steps_keeps_the_plan_unless_the_step_splits_into_a_chain(
+    parts: Components, reply: str, split: bool
+) -> None:
+    script = Script(plan=[CHAINED, reply], answer=["Hayao Miyazaki", "Tokyo"])
+    result, chat = run(parts, "plan_execute", script, agents={"split_steps": True})
+    assert chat.kinds().count("plan") == 2  # the plan, then the one split
+    assert len(result.trace["steps"]) == (2 if split else 1)
+    assert result.trace["format_failures"] == 0  # a step that does not split is no failure
+
+
+def test_split_steps_off_or_without_room_asks_nothing_more(parts: Components) -> None:
+    for agents in ({"split_steps": False}, {"split_steps": True, "max_steps": 1}):
+        _, chat = run(parts, "plan_execute", Script(plan=CHAINED, answer="Tokyo"), agents=agents)
+        assert chat.kinds().count("plan") == 1
+
+
+@pytest.mark.parametrize(
+    ("plan", "index"),
+    [
+        (["Who directed Jaws?", "Where was #1 born?"], None),
+        (["Which county borders the county where #1 was born?"], None),  # uses an answer
+        (["Who directed Jaws?", "Who is the actor who voices Batman in The Lego Movie?"], 1),
+        (["In what county is the city that borders Columbia?"], 0),
+    ],
+)
+def test_chained_step(plan: list[str], index: int | None) -> None:
+    assert chained_step(plan) == index
+
+
+@pytest.mark.parametrize(
+    ("plan", "index", "parts", "spliced"),
+    [
+        (["X?", "Y of #1?"], 0, ["A?", "B of #1?"], ["A?", "B of #1?", "Y of #2?"]),
+        (
+            ["P?", "X?", "Y of #1 and #2?", "Z of #3?"],
+            1,
+            ["A?", "B of #1?", "C of #2?"],
+            ["P?", "A?", "B of #2?", "C of #3?", "Y of #1 and #4?", "Z of #5?"],
+        ),
+    ],
+)
+def test_splice(plan: list[str], index: int, parts: list[str], spliced: list[str]) -> None:
+    assert splice(plan, index, parts) == spliced
+    assert in_order(spliced) == spliced
 
 
 # ------------------------------------------------------------------------------ IRCoT, baselines

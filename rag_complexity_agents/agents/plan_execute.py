@@ -3,10 +3,10 @@ each is retrieved for and answered in order.
 
 ::
 
-    start → plan ──► retrieve ⇄ explore / requery ──► answer_sub ──► next ──► retrieve …
-             ▲ │                                                        │ plan done / limit
-             └─┘ format break (retried once)                            ▼
-                                                   conclude ──► [mer] ──► finish
+    start → plan ──► [split] ──► retrieve ⇄ explore / requery ──► answer_sub ──► next ──► …
+             ▲ │                                                                   │ plan done
+             └─┘ format break (retried once)                                       ▼ / limit
+                                                              conclude ──► [mer] ──► finish
 
 ``plan`` asks the chat model once for the whole decomposition, in MuSiQue's form: a
 numbered list of at most ``agents.max_steps`` simple questions where ``#k`` stands for the
@@ -32,7 +32,9 @@ Two ways of reading a step, both variant rows of the end-to-end benchmark's plan
 default: ``agents.bridge_votes`` (a step a later step builds on keeps the answer most of m
 answers agree on, :mod:`.votes`) and ``agents.quote_evidence`` (the last or every step copies
 the passage words that answer before its answer). ``agents.plan_rules`` (off, a variant row
-too) ends the planning prompt with rules against the plan failures seen in traces.
+too) ends the planning prompt with rules against the plan failures seen in traces;
+``agents.split_steps`` (off, a variant row) plans once more a step that still chains two hops
+(:func:`chained_step`) and puts its chain in the step's place (:func:`splice`).
 
 Why this loop (not in the SUNAR paper, whose loops decide the next sub-question after each
 answer): the small packaged models ask one follow-up and stop, or repeat it, in Self-Ask
@@ -158,6 +160,42 @@ def is_bridge(questions: Sequence[str], index: int) -> bool:
     return any(int(k) == index + 1 for q in questions[index + 1 :] for k in _BACKREF.findall(q))
 
 
+_CHAINED = re.compile(
+    r"\bthe\s+(?:[\w'-]+\s+){0,2}?[\w'-]+\s+(?:where|who|whom|whose|that|which)\b",
+    re.IGNORECASE,
+)
+"""A noun phrase with a relative clause ("the state where X was born", "the actor who
+voices Batman"): a thing the step names by another fact, often a hop of its own."""
+
+
+def chained_step(questions: Sequence[str]) -> int | None:
+    """The index of the first planned question that uses no earlier answer and still names a
+    thing by a relative clause (:data:`_CHAINED`: "Which city borders the capital of the
+    state where Levi Casey was born?"), or None."""
+    return next(
+        (i for i, q in enumerate(questions) if not _BACKREF.search(q) and _CHAINED.search(q)),
+        None,
+    )
+
+
+def splice(questions: Sequence[str], index: int, parts: Sequence[str]) -> list[str]:
+    """The plan with question ``index`` (0-based) replaced by the chain ``parts``: the parts'
+    own ``#k`` move up by ``index``, a later use of the replaced question's answer points to
+    the last part, and later uses of the questions after it move up by ``len(parts) - 1``."""
+    shift, replaced = len(parts) - 1, index + 1
+
+    def later(match: re.Match[str]) -> str:
+        k = int(match.group(1))
+        return f"#{k if k < replaced else k + shift}"
+
+    inner = [_BACKREF.sub(lambda m: f"#{int(m.group(1)) + index}", q) for q in parts]
+    return [
+        *questions[:index],
+        *inner,
+        *(_BACKREF.sub(later, q) for q in questions[index + 1 :]),
+    ]
+
+
 def _answer(state: AgentState, ctx: AgentContext) -> Update:
     """Answer the pending step (:func:`~.answer.answer_sub`; quoting its evidence first as
     ``agents.quote_evidence`` says); a bridge step
@@ -251,6 +289,46 @@ def _start(state: AgentState, ctx: AgentContext, reply: ChatReply, questions: li
         questions = [state["question"]]  # degrade to looking up the question itself
     questions = beyond_the_question(questions, state["question"])
     update.update(plan=questions[: ctx.agents.max_steps], format_hint=False)
+    if _splits(update["plan"], ctx):
+        return {**update, "next_node": "split"}
+    return {**update, **_next({**state, **update}, ctx)}  # type: ignore[typeddict-item]
+
+
+def _splits(plan: Sequence[str], ctx: AgentContext) -> bool:
+    """Whether ``agents.split_steps`` asks to plan a step of ``plan`` again: it has room for
+    one more step and a step that still chains two hops (:func:`chained_step`)."""
+    return (
+        ctx.agents.split_steps
+        and len(plan) < ctx.agents.max_steps
+        and (chained_step(plan) is not None)
+    )
+
+
+def _split_messages(state: AgentState, ctx: AgentContext) -> list[tuple[str, str]]:
+    plan = state.get("plan") or []
+    index = chained_step(plan)
+    return prompt.messages(
+        plan[index or 0],
+        max_steps=ctx.agents.max_steps - len(plan) + 1,
+        exemplars=ctx.agents.exemplars,
+        rules=ctx.agents.plan_rules,
+    )
+
+
+def _split(state: AgentState, ctx: AgentContext, reply: ChatReply, parts: list[str]) -> Update:
+    """Put the chain the step was planned into in place of the step (:func:`splice`; run in
+    the order its uses need, :func:`in_order`) when it is a chain of two or more questions
+    that copies no exemplar; otherwise keep the plan. Then run the plan (one split a run)."""
+    plan = list(state.get("plan") or [])
+    index = chained_step(plan)
+    update: Update = {}
+    parts = in_order(parts) or []
+    if index is not None and len(parts) >= 2 and is_chain(parts):
+        spliced = splice(plan, index, parts)
+        if len(spliced) <= ctx.agents.max_steps and not _copied(parts, plan[index]):
+            update["plan"] = beyond_the_question(spliced, state["question"])
+            note = f"plan step {index + 1} split into {len(parts)}: " + " / ".join(parts)
+            update["notes"] = [*(state.get("notes") or []), note]
     return {**update, **_next({**state, **update}, ctx)}  # type: ignore[typeddict-item]
 
 
@@ -286,6 +364,15 @@ PLAN_EXECUTE = Loop(
             convert=_from_plan,
             failed=lambda questions: not questions,
         ),
+        "split": Think(
+            _split_messages,
+            parse_plan,
+            _split,
+            stop=prompt.STOP,
+            max_tokens=lambda ctx: ctx.agents.step_max_tokens * 2,
+            schema=SubQuestionPlan,
+            convert=_from_plan,
+        ),
         "answer_sub": _answer,
         "next": _next,
         "conclude": Think(
@@ -303,5 +390,9 @@ PLAN_EXECUTE = Loop(
     },
     accept="answer_sub",
     edges=[("answer_sub", "next")],
-    routes={"plan": ("plan", "retrieve", "conclude"), "next": ("retrieve", "conclude")},
+    routes={
+        "plan": ("plan", "split", "retrieve", "conclude"),
+        "split": ("retrieve", "conclude"),
+        "next": ("retrieve", "conclude"),
+    },
 )

@@ -384,6 +384,13 @@ class AgentsConfig(BaseModel):
         "step, whose answer is the loop's; 'all': every step; 'none'). Costs up to 64 more "
         "output tokens a step. Not in the paper.",
     )
+    split_steps: bool = Field(
+        False,
+        description="Plan-and-execute: a planned step that uses no earlier answer and still "
+        "names a thing by a relative clause ('the state where X was born') is planned once "
+        "more as a question of its own, and the chain it splits into takes its place (one "
+        "more LLM call; one split a run, within agents.max_steps). Not in the paper.",
+    )
     plan_rules: bool = Field(
         False,
         description="Plan-and-execute: the planning prompt also states a rule against each "
