@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ..models.calls import ChatReply, sample_answers
 from ..models.llamacpp import LlamaCppChatModel
@@ -349,30 +350,26 @@ def _forced(state: AgentState, ctx: AgentContext, reply: ChatReply, answer: str)
     return update
 
 
+_PLAN = Think(
+    _plan_messages,
+    parse_plan,
+    _start,
+    stop=prompt.STOP,
+    max_tokens=lambda ctx: ctx.agents.step_max_tokens * 2,
+    schema=SubQuestionPlan,
+    convert=_from_plan,
+    failed=lambda questions: not questions,
+)
+"""The planning step; ``split`` is the same step on one planned question."""
+
+
 PLAN_EXECUTE = Loop(
     name=LOOP,
     description="Plan-and-execute",
     entry="plan",
     nodes={
-        "plan": Think(
-            _plan_messages,
-            parse_plan,
-            _start,
-            stop=prompt.STOP,
-            max_tokens=lambda ctx: ctx.agents.step_max_tokens * 2,
-            schema=SubQuestionPlan,
-            convert=_from_plan,
-            failed=lambda questions: not questions,
-        ),
-        "split": Think(
-            _split_messages,
-            parse_plan,
-            _split,
-            stop=prompt.STOP,
-            max_tokens=lambda ctx: ctx.agents.step_max_tokens * 2,
-            schema=SubQuestionPlan,
-            convert=_from_plan,
-        ),
+        "plan": _PLAN,
+        "split": replace(_PLAN, messages=_split_messages, step=_split, failed=None),
         "answer_sub": _answer,
         "next": _next,
         "conclude": Think(
