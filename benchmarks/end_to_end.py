@@ -123,6 +123,8 @@ _PLAN = (
     *_RETRIEVAL,
     "answer.sub_passages",
     "agents.plan_rules",
+    "agents.tidy_plans",
+    "agents.one_step_exemplar",
     "agents.split_steps",
     "agents.quote_evidence",
     "agents.bridge_votes",
@@ -171,6 +173,14 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
         "Plan-and-execute + MER, a chained step planned again",
         (*_PLAN, "mer.l", "mer.max_evidence_chars"),
     ),
+    "plan_execute_mer_as_written": (
+        "Plan-and-execute + MER, plans run as written",
+        (*_PLAN, "mer.l", "mer.max_evidence_chars"),
+    ),
+    "plan_execute_mer_one_step": (
+        "Plan-and-execute + MER, a one-step exemplar first",
+        (*_PLAN, "mer.l", "mer.max_evidence_chars"),
+    ),
     "plan_execute_nar": ("Plan-and-execute + NAR", (*_NAR, *_PLAN[len(_RETRIEVAL) :])),
     "adaptive": (
         "Router (shipped head): single-step or the default",
@@ -198,6 +208,8 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "plan_execute_mer_2_passages": ("plan_execute_mer", {"answer.sub_passages": 2}),
     "plan_execute_mer_quote": ("plan_execute_mer", {"agents.quote_evidence": "final"}),
     "plan_execute_mer_split": ("plan_execute_mer", {"agents.split_steps": True}),
+    "plan_execute_mer_as_written": ("plan_execute_mer", {"agents.tidy_plans": False}),
+    "plan_execute_mer_one_step": ("plan_execute_mer", {"agents.one_step_exemplar": True}),
 }
 CEILINGS = ("gold_evidence", "gold_decomposition", "gold_bridges")
 

@@ -15,11 +15,14 @@ import pytest
 from agent_fakes import Script, ScriptedChat, demo_config, demo_home
 
 from rag_complexity_agents.agents.plan_execute import (
+    asks_for,
     beyond_the_question,
     called_for,
     chained_step,
+    ends_on_the_answer,
     in_order,
     is_chain,
+    named_steps,
     splice,
 )
 from rag_complexity_agents.agents.prompts import plan_execute as plan_prompt
@@ -413,6 +416,103 @@ def test_a_one_fact_question_gets_one_step_not_an_invented_second(parts: Compone
 )
 def test_beyond_the_question(plan: list[str], kept: list[str]) -> None:
     assert beyond_the_question(plan, "Q?") == kept
+
+
+@pytest.mark.parametrize(
+    ("plan", "question", "tidied"),
+    [
+        (
+            ["Which university is Harvard?", "In what year was #1 founded?"],
+            "In which year was Harvard University founded?",
+            ["In what year was Harvard founded?"],
+        ),
+        (
+            ["Who is Hayao Miyazaki?", "Where was #1 born?", "Which river flows through #2?"],
+            "Which river flows through the city where Hayao Miyazaki was born?",
+            ["Where was Hayao Miyazaki born?", "Which river flows through #1?"],
+        ),
+        # a description, not a name: the step asks for a fact
+        (
+            ["Who is the director of the film Jaws?", "Who is the father of #1?"],
+            "Who is the father of the director of the film Jaws?",
+            ["Who is the director of the film Jaws?", "Who is the father of #1?"],
+        ),
+        # a thing the question does not name, or a step that is all the plan: kept
+        (
+            ["Who is Steven Spielberg?", "Where was #1 born?"],
+            "Where was the director of Jaws born?",
+            ["Who is Steven Spielberg?", "Where was #1 born?"],
+        ),
+        (["Who is Hayao Miyazaki?"], "Who is Hayao Miyazaki?", ["Who is Hayao Miyazaki?"]),
+        (
+            ["Which country is Paris in?", "Who leads #1?"],
+            "Who leads the country Paris is in?",
+            ["Which country is Paris in?", "Who leads #1?"],
+        ),
+    ],
+)
+def test_named_steps(plan: list[str], question: str, tidied: list[str]) -> None:
+    assert named_steps(plan, question) == tidied
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("When did Jaws come out?", "time"),
+        ("In what year was Harvard founded?", "time"),
+        ("Where was Mozart born?", "place"),
+        ("In which country is Ulm?", "place"),
+        ("Who founded Studio Ghibli?", "person"),
+        ("How many moons has Mars?", "number"),
+        ("What is the capital of #1?", None),
+        ("The city where X was born is in which country?", None),
+    ],
+)
+def test_asks_for(question: str, kind: str | None) -> None:
+    assert asks_for(question) == kind
+
+
+WEST = "Which city served as the capital of West Germany from 1949 to 1990?"
+
+
+@pytest.mark.parametrize(
+    ("plan", "question", "kept"),
+    [
+        (
+            ["Which city served as the capital of West Germany?", "When was #1 in power?"],
+            WEST,
+            ["Which city served as the capital of West Germany?"],
+        ),
+        # the last step asks for what the question asks for, or the kinds are unclear: kept
+        (
+            ["Who directed Jaws?", "Where was #1 born?"],
+            "Where was the director of Jaws born?",
+            None,
+        ),
+        (["Which city was X born in?", "What is #1 known for?"], "Which city is X from?", None),
+        (["Who directed Jaws?", "When was #1 born?"], "What is the birth date of X?", None),
+        (["When did X die?", "Where did #1 happen?"], "Who wrote X?", None),
+    ],
+)
+def test_ends_on_the_answer(plan: list[str], question: str, kept: list[str] | None) -> None:
+    assert ends_on_the_answer(plan, question) == (plan if kept is None else kept)
+
+
+def test_a_tidied_plan_runs_and_its_notes_keep_the_plan_as_written(parts: Components) -> None:
+    written = "1. Which city served as the capital of West Germany?\n2. When was #1 in power?"
+    script = Script(plan=written, answer=["Bonn", "1949"])
+    result, chat = run(parts, "plan_execute", script, question=WEST)
+    t = result.trace
+    assert [s["sub_question"] for s in t["steps"]] == [
+        "Which city served as the capital of West Germany?"
+    ]
+    assert result.answer == "Bonn" and chat.kinds().count("answer") == 1
+    assert (
+        "plan as written: Which city served as the capital of West Germany? / When was #1 in power?"
+        in t["notes"]
+    )
+    result, _ = run(parts, "plan_execute", script, question=WEST, agents={"tidy_plans": False})
+    assert len(result.trace["steps"]) == 2 and result.answer == "1949"
 
 
 @pytest.mark.parametrize("shown", range(len(plan_prompt.EXEMPLARS)))

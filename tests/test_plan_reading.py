@@ -193,3 +193,34 @@ def test_plan_rules_end_the_planning_prompt_only_when_asked(parts: Components, r
     assert system.endswith(plan_prompt.RULES) is rules
     assert system.startswith(plan_prompt.SYSTEM.format(max_steps=3))
     assert len(result.trace["steps"]) == 1 and result.answer == "Hayao Miyazaki"
+
+
+@pytest.mark.parametrize("one_step", [True, False])
+def test_the_one_step_exemplar_comes_first_only_when_asked(
+    parts: Components, one_step: bool
+) -> None:
+    chat = ScriptedChat(
+        script=Script(plan="1. Who founded Studio Ghibli?", answer="Hayao Miyazaki")
+    )
+    cfg = demo_config(parts.config.corpus.home, agents={"one_step_exemplar": one_step})
+    derived = derive_components(parts, cfg)
+    derived.chat = chat  # type: ignore[misc]
+    run_graph(build_pipeline("plan_execute", cfg, components=derived), "Who founded Studio Ghibli?")
+    (human,) = [c["human"] for c in chat.calls if c["kind"] == "plan"]
+    shown = [line for line in human.splitlines() if line.startswith("Question: ")]
+    chains = [f"Question: {q}" for q, _ in plan_prompt.EXEMPLARS[: cfg.agents.exemplars]]
+    first = [f"Question: {plan_prompt.ONE_STEP[0]}"] if one_step else []
+    assert shown == [*first, *chains, "Question: Who founded Studio Ghibli?"]
+
+
+def test_a_copied_one_step_exemplar_is_not_the_plan(parts: Components) -> None:
+    copied = plan_prompt.numbered(plan_prompt.ONE_STEP[1])
+    chat = ScriptedChat(script=Script(plan=[copied, copied], answer="Hayao Miyazaki"))
+    cfg = demo_config(parts.config.corpus.home)
+    derived = derive_components(parts, cfg)
+    derived.chat = chat  # type: ignore[misc]
+    result = run_graph(
+        build_pipeline("plan_execute", cfg, components=derived), "Who founded Studio Ghibli?"
+    )
+    asked = [s["sub_question"] for s in result.trace["steps"]]
+    assert asked == ["Who founded Studio Ghibli?"] and chat.kinds().count("plan") == 2

@@ -149,6 +149,83 @@ def beyond_the_question(questions: Sequence[str], question: str) -> list[str]:
     return list(questions)
 
 
+_NAME = r"(?:the\s+)?[A-Z][\w'.&-]*(?:\s+(?:[A-Z0-9][\w'.&-]*|of|de|la|the|and|upon|on))*"
+_WHAT_IS = re.compile(
+    rf"^(?i:who|what|which)(?:\s+[a-z]+)?\s+(?:is|was|are|were)\s+(?P<name>{_NAME})\s*\??$"
+)
+"""A step that asks who or what a named thing is ("Which university is Harvard?", "What
+river is the Magdalena River?", "Who is Hayao Miyazaki?"): its answer is, at best, the name."""
+
+
+def named_steps(questions: Sequence[str], question: str) -> list[str]:
+    """The plan without its steps that only ask who or what a thing the user's question names
+    is (:data:`_WHAT_IS`, no ``#k``, the name in ``question``): a later ``#k`` of such a step
+    becomes the name itself ("Which university is Harvard?", "In what year was #1 founded?"
+    is run as "In what year was Harvard founded?"). Such a step costs a call, and its answer
+    is often a description ("an American university") that spoils the next step. A plan
+    that is only such steps is kept."""
+    asked = f" {normalize_answer(question)} "
+    names: dict[int, str] = {}
+    for number, planned in enumerate(questions, start=1):
+        found = None if _BACKREF.search(planned) else _WHAT_IS.match(planned.strip())
+        if found and f" {normalize_answer(found['name'])} " in asked:
+            names[number] = re.sub(r"^the\s+", "", found["name"])
+    if not names or len(names) == len(questions):
+        return list(questions)
+    kept = [n for n in range(1, len(questions) + 1) if n not in names]
+    renumber = {old: new for new, old in enumerate(kept, start=1)}
+
+    def fill(match: re.Match[str]) -> str:
+        k = int(match.group(1))
+        return names[k] if k in names else f"#{renumber.get(k, k)}"
+
+    return [_BACKREF.sub(fill, questions[n - 1]) for n in kept]
+
+
+_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "time",
+        re.compile(
+            r"^(?:when\b|(?:in |on |by )?(?:what|which) (?:year|date|day|month|decade|century)\b)"
+        ),
+    ),
+    (
+        "place",
+        re.compile(
+            r"^(?:where\b|(?:in |from |to |at )?(?:what|which) "
+            r"(?:city|country|state|county|town|village|province|region|continent|nation)\b)"
+        ),
+    ),
+    ("person", re.compile(r"^(?:who|whom)\b")),
+    ("number", re.compile(r"^how (?:many|much|old|long)\b")),
+)
+
+
+def asks_for(question: str) -> str | None:
+    """The kind of answer a question's opening asks for: "time" (when, in what year),
+    "place" (where, which city / country / ...), "person" (who), "number" (how many), or
+    None when the opening does not say ("What is ...", "The city where ... is in which
+    country?")."""
+    opening = question.strip().lower()
+    return next((kind for kind, pattern in _KINDS if pattern.match(opening)), None)
+
+
+def ends_on_the_answer(questions: Sequence[str], question: str) -> list[str]:
+    """The plan cut after its last step that asks for the kind of answer the user's question
+    asks for (:func:`asks_for`) when every step after it clearly asks for another kind: the
+    1.5B model plans "Which city served as the capital of West Germany?" then "When was #1
+    in power?" for "Which city served as the capital of West Germany from 1949 to 1990?",
+    and the date it finds last becomes the answer. A plan whose kinds are unclear is kept."""
+    wanted = asks_for(question)
+    kinds = [asks_for(q) for q in questions]
+    if wanted is None or not kinds or kinds[-1] == wanted or wanted not in kinds:
+        return list(questions)
+    last = max(i for i, kind in enumerate(kinds) if kind == wanted)
+    if any(kind is None for kind in kinds[last + 1 :]):
+        return list(questions)
+    return list(questions[: last + 1])
+
+
 def is_chain(questions: Sequence[str]) -> bool:
     """Whether every planned question but the last is used (as ``#k``) by a later one, so
     that the last question's answer is the answer to the whole question."""
@@ -275,6 +352,7 @@ def _plan_messages(state: AgentState, ctx: AgentContext) -> list[tuple[str, str]
         exemplars=ctx.agents.exemplars,
         format_hint=bool(state.get("format_hint")),
         rules=ctx.agents.plan_rules,
+        one_step=ctx.agents.one_step_exemplar,
     )
 
 
@@ -288,11 +366,24 @@ def _start(state: AgentState, ctx: AgentContext, reply: ChatReply, questions: li
         if errors <= ctx.agents.max_format_errors:
             return {**update, "format_hint": True, "next_node": "plan"}
         questions = [state["question"]]  # degrade to looking up the question itself
-    questions = beyond_the_question(questions, state["question"])
-    update.update(plan=questions[: ctx.agents.max_steps], format_hint=False)
+    update.update(plan=_fit(questions, state, ctx)[: ctx.agents.max_steps], format_hint=False)
+    if ctx.agents.tidy_plans and update["plan"] != questions[: ctx.agents.max_steps]:
+        update["notes"] = [*(state.get("notes") or []), "plan as written: " + " / ".join(questions)]
     if _splits(update["plan"], ctx):
         return {**update, "next_node": "split"}
     return {**update, **_next({**state, **update}, ctx)}  # type: ignore[typeddict-item]
+
+
+def _fit(questions: Sequence[str], state: AgentState, ctx: AgentContext) -> list[str]:
+    """The plan cut after the user's question (:func:`beyond_the_question`); with
+    ``agents.tidy_plans`` also without steps that ask what a named thing is
+    (:func:`named_steps`) and ending on the kind of answer asked for
+    (:func:`ends_on_the_answer`)."""
+    question = state["question"]
+    if ctx.agents.tidy_plans:
+        questions = named_steps(questions, question)
+    questions = beyond_the_question(questions, question)
+    return ends_on_the_answer(questions, question) if ctx.agents.tidy_plans else questions
 
 
 def _splits(plan: Sequence[str], ctx: AgentContext) -> bool:
@@ -327,7 +418,7 @@ def _split(state: AgentState, ctx: AgentContext, reply: ChatReply, parts: list[s
     if index is not None and len(parts) >= 2 and is_chain(parts):
         spliced = splice(plan, index, parts)
         if len(spliced) <= ctx.agents.max_steps and not _copied(parts, plan[index]):
-            update["plan"] = beyond_the_question(spliced, state["question"])
+            update["plan"] = _fit(spliced, state, ctx)
             note = f"plan step {index + 1} split into {len(parts)}: " + " / ".join(parts)
             update["notes"] = [*(state.get("notes") or []), note]
     return {**update, **_next({**state, **update}, ctx)}  # type: ignore[typeddict-item]

@@ -384,6 +384,21 @@ class AgentsConfig(BaseModel):
         "step, whose answer is the loop's; 'all': every step; 'none'). Costs up to 64 more "
         "output tokens a step. Not in the paper.",
     )
+    one_step_exemplar: bool = Field(
+        False,
+        description="Plan-and-execute: the planning prompt shows a one-fact question planned "
+        "as one step before its chain exemplars, so a one-fact question is not given an "
+        "invented second step (off: it also plans some multi-hop questions as one step, and "
+        "its answers are not yet measured). Not in the paper.",
+    )
+    tidy_plans: bool = Field(
+        True,
+        description="Plan-and-execute: before a plan runs, a step that only asks who or what "
+        "a thing the question names is ('Which university is Harvard?') is dropped and later "
+        "steps use the name, and steps after the last one that asks for the kind of answer "
+        "the question asks for (a date after 'Which city ...?') are cut; the trace's notes "
+        "keep the plan as written. No LLM call. Not in the paper.",
+    )
     split_steps: bool = Field(
         False,
         description="Plan-and-execute: a planned step that uses no earlier answer and still "

@@ -56,13 +56,22 @@ EXEMPLARS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+ONE_STEP: tuple[str, tuple[str, ...]] = (
+    "Who painted the ceiling of the Sistine Chapel?",
+    ("Who painted the ceiling of the Sistine Chapel?",),
+)
+"""A one-fact question planned as one line, shown before the chains with
+``agents.one_step_exemplar`` (off by default): with only chains to copy, the 1.5B model
+plans about half of the one-fact questions with an invented second step."""
+
+
 def numbered(questions: Sequence[str]) -> str:
     return "\n".join(f"{number}. {q}" for number, q in enumerate(questions, start=1))
 
 
 def exemplar_questions() -> set[str]:
     """Every simple question of the exemplars (to spot a model copying one)."""
-    return {q for _, chain in EXEMPLARS for q in chain}
+    return {q for _, chain in (ONE_STEP, *EXEMPLARS) for q in chain}
 
 
 def messages(
@@ -72,11 +81,14 @@ def messages(
     exemplars: int = 3,
     format_hint: bool = False,
     rules: bool = False,
+    one_step: bool = False,
 ) -> list[tuple[str, str]]:
-    """The planning prompt: the exemplars as earlier turns, then ``question``; with
-    ``rules`` the system message ends with :data:`RULES`."""
+    """The planning prompt: the first ``exemplars`` chains as earlier turns (after
+    :data:`ONE_STEP` with ``one_step`` when there are any), then ``question``; with ``rules``
+    the system message ends with :data:`RULES`."""
     out = [("system", SYSTEM.format(max_steps=max_steps) + (RULES if rules else ""))]
-    for shown, chain in EXEMPLARS[: max(0, exemplars)]:
+    shown_chains = list(EXEMPLARS[: max(0, exemplars)])
+    for shown, chain in [ONE_STEP, *shown_chains] if one_step and shown_chains else shown_chains:
         out += [("human", f"Question: {shown}"), ("ai", numbered(chain))]
     hint = f"\n({FORMAT_HINT})" if format_hint else ""
     out.append(("human", f"Question: {question}{hint}"))
