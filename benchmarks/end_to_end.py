@@ -173,8 +173,8 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
         "Plan-and-execute + MER, a chained step planned again",
         (*_PLAN, "mer.l", "mer.max_evidence_chars"),
     ),
-    "plan_execute_mer_as_written": (
-        "Plan-and-execute + MER, plans run as written",
+    "plan_execute_mer_tidy": (
+        "Plan-and-execute + MER, plans checked before they run",
         (*_PLAN, "mer.l", "mer.max_evidence_chars"),
     ),
     "plan_execute_mer_one_step": (
@@ -208,7 +208,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "plan_execute_mer_2_passages": ("plan_execute_mer", {"answer.sub_passages": 2}),
     "plan_execute_mer_quote": ("plan_execute_mer", {"agents.quote_evidence": "final"}),
     "plan_execute_mer_split": ("plan_execute_mer", {"agents.split_steps": True}),
-    "plan_execute_mer_as_written": ("plan_execute_mer", {"agents.tidy_plans": False}),
+    "plan_execute_mer_tidy": ("plan_execute_mer", {"agents.tidy_plans": True}),
     "plan_execute_mer_one_step": ("plan_execute_mer", {"agents.one_step_exemplar": True}),
 }
 CEILINGS = ("gold_evidence", "gold_decomposition", "gold_bridges")

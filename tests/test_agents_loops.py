@@ -445,6 +445,11 @@ def test_beyond_the_question(plan: list[str], kept: list[str]) -> None:
         ),
         (["Who is Hayao Miyazaki?"], "Who is Hayao Miyazaki?", ["Who is Hayao Miyazaki?"]),
         (
+            ["Who is Edmund on Days of Our Lives?", "What is Edmund's occupation?"],
+            "who is edmund on days of our lives",
+            ["Who is Edmund on Days of Our Lives?", "What is Edmund's occupation?"],
+        ),
+        (
             ["Which country is Paris in?", "Who leads #1?"],
             "Who leads the country Paris is in?",
             ["Which country is Paris in?", "Who leads #1?"],
@@ -501,7 +506,7 @@ def test_ends_on_the_answer(plan: list[str], question: str, kept: list[str] | No
 def test_a_tidied_plan_runs_and_its_notes_keep_the_plan_as_written(parts: Components) -> None:
     written = "1. Which city served as the capital of West Germany?\n2. When was #1 in power?"
     script = Script(plan=written, answer=["Bonn", "1949"])
-    result, chat = run(parts, "plan_execute", script, question=WEST)
+    result, chat = run(parts, "plan_execute", script, question=WEST, agents={"tidy_plans": True})
     t = result.trace
     assert [s["sub_question"] for s in t["steps"]] == [
         "Which city served as the capital of West Germany?"
@@ -511,7 +516,7 @@ def test_a_tidied_plan_runs_and_its_notes_keep_the_plan_as_written(parts: Compon
         "plan as written: Which city served as the capital of West Germany? / When was #1 in power?"
         in t["notes"]
     )
-    result, _ = run(parts, "plan_execute", script, question=WEST, agents={"tidy_plans": False})
+    result, _ = run(parts, "plan_execute", script, question=WEST)  # off by default
     assert len(result.trace["steps"]) == 2 and result.answer == "1949"
 
 

@@ -35,6 +35,9 @@ the passage words that answer before its answer). ``agents.plan_rules`` (off, a 
 too) ends the planning prompt with rules against the plan failures seen in traces;
 ``agents.split_steps`` (off, a variant row) plans once more a step that still chains two hops
 (:func:`chained_step`) and puts its chain in the step's place (:func:`splice`).
+``agents.tidy_plans`` (off, a variant row) checks a plan before it runs, with no model call
+(:func:`named_steps`, :func:`ends_on_the_answer`); ``agents.one_step_exemplar`` (off, a
+variant row) shows a one-fact question planned as one line before the chain exemplars.
 
 Why this loop (not in the SUNAR paper, whose loops decide the next sub-question after each
 answer): the small packaged models ask one follow-up and stop, or repeat it, in Self-Ask
@@ -162,12 +165,14 @@ def named_steps(questions: Sequence[str], question: str) -> list[str]:
     is (:data:`_WHAT_IS`, no ``#k``, the name in ``question``): a later ``#k`` of such a step
     becomes the name itself ("Which university is Harvard?", "In what year was #1 founded?"
     is run as "In what year was Harvard founded?"). Such a step costs a call, and its answer
-    is often a description ("an American university") that spoils the next step. A plan
-    that is only such steps is kept."""
+    is often a description ("an American university") that spoils the next step. A step
+    that is the user's question ("Who is Edmund on Days of Our Lives?") stays, and so does a
+    plan that is only such steps."""
     asked = f" {normalize_answer(question)} "
     names: dict[int, str] = {}
     for number, planned in enumerate(questions, start=1):
-        found = None if _BACKREF.search(planned) else _WHAT_IS.match(planned.strip())
+        own = _BACKREF.search(planned) or same_query(planned, question)
+        found = None if own else _WHAT_IS.match(planned.strip())
         if found and f" {normalize_answer(found['name'])} " in asked:
             names[number] = re.sub(r"^the\s+", "", found["name"])
     if not names or len(names) == len(questions):

@@ -392,12 +392,13 @@ class AgentsConfig(BaseModel):
         "its answers are not yet measured). Not in the paper.",
     )
     tidy_plans: bool = Field(
-        True,
+        False,
         description="Plan-and-execute: before a plan runs, a step that only asks who or what "
         "a thing the question names is ('Which university is Harvard?') is dropped and later "
         "steps use the name, and steps after the last one that asks for the kind of answer "
         "the question asks for (a date after 'Which city ...?') are cut; the trace's notes "
-        "keep the plan as written. No LLM call. Not in the paper.",
+        "keep the plan as written. No LLM call. Off: on the plans it changes it saves a call "
+        "but answers no more questions right. Not in the paper.",
     )
     split_steps: bool = Field(
         False,
