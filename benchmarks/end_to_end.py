@@ -131,6 +131,8 @@ _PLAN = (
     "agents.mer",
 )
 
+_PLAN_MER = (*_PLAN, "mer.l", "mer.max_evidence_chars")
+
 #: Strategy → (label, the settings that cost or matter); loops not listed get _LOOP.
 STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
     "single_step": ("Single-step", _RETRIEVAL),
@@ -157,30 +159,17 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
             ("plan_execute_votes", "Plan-and-execute + bridge votes (m = 5)"),
         )
     },
-    "plan_execute_mer": (
-        "Plan-and-execute + MER (default)",
-        (*_PLAN, "mer.l", "mer.max_evidence_chars"),
-    ),
-    "plan_execute_mer_2_passages": (
-        "Plan-and-execute + MER, 2 passages a step",
-        (*_PLAN, "mer.l", "mer.max_evidence_chars"),
-    ),
-    "plan_execute_mer_quote": (
-        "Plan-and-execute + MER, last step quotes its evidence",
-        (*_PLAN, "mer.l", "mer.max_evidence_chars"),
-    ),
-    "plan_execute_mer_split": (
-        "Plan-and-execute + MER, a chained step planned again",
-        (*_PLAN, "mer.l", "mer.max_evidence_chars"),
-    ),
-    "plan_execute_mer_tidy": (
-        "Plan-and-execute + MER, plans checked before they run",
-        (*_PLAN, "mer.l", "mer.max_evidence_chars"),
-    ),
-    "plan_execute_mer_one_step": (
-        "Plan-and-execute + MER, a one-step exemplar first",
-        (*_PLAN, "mer.l", "mer.max_evidence_chars"),
-    ),
+    **{
+        name: (label, _PLAN_MER)
+        for name, label in (
+            ("plan_execute_mer", "Plan-and-execute + MER (default)"),
+            ("plan_execute_mer_2_passages", "Plan-and-execute + MER, 2 passages a step"),
+            ("plan_execute_mer_quote", "Plan-and-execute + MER, last step quotes its evidence"),
+            ("plan_execute_mer_split", "Plan-and-execute + MER, a chained step planned again"),
+            ("plan_execute_mer_tidy", "Plan-and-execute + MER, plans checked before they run"),
+            ("plan_execute_mer_one_step", "Plan-and-execute + MER, a one-step exemplar first"),
+        )
+    },
     "plan_execute_nar": ("Plan-and-execute + NAR", (*_NAR, *_PLAN[len(_RETRIEVAL) :])),
     "adaptive": (
         "Router (shipped head): single-step or the default",
