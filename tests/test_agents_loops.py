@@ -22,8 +22,10 @@ from rag_complexity_agents.agents.plan_execute import (
     ends_on_the_answer,
     in_order,
     is_chain,
+    loses_the_subject,
     named_steps,
     splice,
+    with_relations,
 )
 from rag_complexity_agents.agents.prompts import plan_execute as plan_prompt
 from rag_complexity_agents.agents.registry import build_pipeline
@@ -405,6 +407,93 @@ def test_a_one_fact_question_gets_one_step_not_an_invented_second(parts: Compone
     assert result.answer == "Frédéric Auguste Bartholdi" and chat.kinds().count("answer") == 1
 
 
+def test_a_step_that_drops_the_relation_asks_for_it(parts: Components) -> None:
+    question = "Where was the husband of Ada Lovelace born?"
+    script = Script(plan="1. Who is Ada Lovelace?\n2. Where was #1 born?", answer=["X", "Y"])
+    result, _ = run(parts, "plan_execute", script, question=question)
+    steps = [s["sub_question"] for s in result.trace["steps"]]
+    assert steps == ["Who is the husband of Ada Lovelace?", "Where was X born?"]
+
+
+def test_a_plan_that_lost_the_subject_becomes_the_question(parts: Components) -> None:
+    question = "Ulm Minster airport is in which German state?"
+    nameless = "1. What is the name of the airport?\n2. In which German state is #1 located?"
+    result, chat = run(
+        parts, "plan_execute", Script(plan=nameless, answer=["Bavaria"]), question=question
+    )
+    assert [s["sub_question"] for s in result.trace["steps"]] == [question]
+    assert chat.kinds().count("answer") == 1
+
+
+@pytest.mark.parametrize(
+    ("plan", "question", "lost"),
+    [
+        (
+            ["What is the name of the airport?", "Where is #1?"],
+            "Where is Ulm Minster airport?",
+            True,
+        ),
+        (["What was the name of this beast?"], "Which beast has a lion's body?", True),
+        (
+            ["Which film came out first?", "When was #1 released?"],
+            "Which came first, Jaws or Alien?",
+            True,
+        ),
+        # a name kept, in any form ("Mozart's"), or a question that names nothing
+        (
+            ["Who is Mozart's father?", "Where was #1 born?"],
+            "Where was Mozart's father born?",
+            False,
+        ),
+        (["What is the name of Mozart's father?"], "Who was the father of Mozart?", False),
+        (["Who starred in the film?"], "who starred in an officer and a gentleman", False),
+    ],
+)
+def test_loses_the_subject(plan: list[str], question: str, lost: bool) -> None:
+    assert loses_the_subject(plan, question) is lost
+
+
+@pytest.mark.parametrize(
+    ("plan", "question", "repaired"),
+    [
+        (
+            ["Who is Ada Lovelace?", "Where was #1 born?"],
+            "Where was the husband of Ada Lovelace born?",
+            ["Who is the husband of Ada Lovelace?", "Where was #1 born?"],
+        ),
+        # the question's own words, a parenthesis and a comma in the name included
+        (
+            ["Who is John Smith?", "When was #1 born?"],
+            "When was John Smith (1801–1870)'s father born?",
+            ["Who is John Smith (1801–1870)'s father?", "When was #1 born?"],
+        ),
+        (
+            ["Who is Anne, Countess Of Bar?", "Which country is #1 from?"],
+            "Which country Anne, Countess Of Bar's mother is from?",
+            ["Who is Anne, Countess Of Bar's mother?", "Which country is #1 from?"],
+        ),
+        # kept: the relation is asked, names the kind of answer, or is not in the question
+        (
+            ["Who is the father of Ada Lovelace?", "Where was #1 born?"],
+            "Where was the father of Ada Lovelace born?",
+            ["Who is the father of Ada Lovelace?", "Where was #1 born?"],
+        ),
+        (
+            ["Who is Ada Lovelace?", "Where was #1 born?"],
+            "What is the place of birth of Ada Lovelace?",
+            ["Who is Ada Lovelace?", "Where was #1 born?"],
+        ),
+        (
+            ["Who is Ada Lovelace?", "What did #1 write?"],
+            "What did Ada Lovelace write?",
+            ["Who is Ada Lovelace?", "What did #1 write?"],
+        ),
+    ],
+)
+def test_with_relations(plan: list[str], question: str, repaired: list[str]) -> None:
+    assert with_relations(plan, question) == repaired
+
+
 @pytest.mark.parametrize(
     ("plan", "kept"),
     [
@@ -533,7 +622,7 @@ def test_an_exemplar_plan_never_becomes_the_plan(parts: Components, shown: int) 
 
 
 def test_plan_execute_plan_is_capped_at_max_steps(parts: Components) -> None:
-    long_plan = "\n".join(f"{i}. Question number {i}?" for i in range(1, 7))
+    long_plan = "\n".join(f"{i}. Spirited Away question {i}?" for i in range(1, 7))
     result, _ = run(
         parts, "plan_execute", Script(plan=long_plan, answer="Japan"), agents={"max_steps": 2}
     )
@@ -541,6 +630,7 @@ def test_plan_execute_plan_is_capped_at_max_steps(parts: Components) -> None:
 
 
 CHAINED = "1. Where was the director of the film that won the Golden Bear in 2002 born?"
+GOLDEN_BEAR = "In which city was the director of the film that won the Golden Bear in 2002 born?"
 
 
 def test_split_steps_plans_a_chained_step_again_and_runs_its_chain(parts: Components) -> None:
@@ -553,7 +643,9 @@ def test_split_steps_plans_a_chained_step_again_and_runs_its_chain(parts: Compon
         ],
         answer=["Spirited Away", "Hayao Miyazaki", "Tokyo"],
     )
-    result, chat = run(parts, "plan_execute", script, agents={"split_steps": True})
+    result, chat = run(
+        parts, "plan_execute", script, question=GOLDEN_BEAR, agents={"split_steps": True}
+    )
     t = result.trace
     split_prompt = [c["human"] for c in chat.calls if c["kind"] == "plan"][1]
     assert "the director of the film that won the Golden Bear in 2002" in split_prompt
@@ -580,7 +672,9 @@ def test_split_steps_keeps_the_plan_unless_the_step_splits_into_a_chain(
     parts: Components, reply: str, split: bool
 ) -> None:
     script = Script(plan=[CHAINED, reply], answer=["Hayao Miyazaki", "Tokyo"])
-    result, chat = run(parts, "plan_execute", script, agents={"split_steps": True})
+    result, chat = run(
+        parts, "plan_execute", script, question=GOLDEN_BEAR, agents={"split_steps": True}
+    )
     assert chat.kinds().count("plan") == 2  # the plan, then the one split
     assert len(result.trace["steps"]) == (2 if split else 1)
     assert result.trace["format_failures"] == 0  # a step that does not split is no failure

@@ -24,9 +24,14 @@ because a question refers to its own answer or a missing one ("1. Where did #1 s
 0.5B model writes such plans for about one 2Wiki question in six, and none of them was
 answered right), or that copies an exemplar's question the user's does not call for
 (:func:`called_for`) is asked for once more with a format reminder, then the question itself
-becomes the plan (single-step through the loop). A plan is cut before a step that builds on a step
-restating the whole question (:func:`beyond_the_question`): a one-fact question is then
-answered in one step, not given an invented second one.
+becomes the plan (single-step through the loop). Three checks with no model call follow. A
+plan that has lost what the question is about (a step asks "What is the name of the
+airport?", or no step gives any name the question gives) is replaced by the question itself
+(:func:`loses_the_subject`). A step that asks who a named thing is while the question asks
+for its husband, father, director ... asks for that relative (:func:`with_relations`). A
+plan is cut before a step that builds on a step restating the whole question
+(:func:`beyond_the_question`): a one-fact question is then answered in one step, not given
+an invented second one.
 
 Two ways of reading a step, both variant rows of the end-to-end benchmark's plan and off by
 default: ``agents.bridge_votes`` (a step a later step builds on keeps the answer most of m
@@ -185,6 +190,75 @@ def named_steps(questions: Sequence[str], question: str) -> list[str]:
         return names[k] if k in names else f"#{renumber.get(k, k)}"
 
     return [_BACKREF.sub(fill, questions[n - 1]) for n in kept]
+
+
+_UNNAMED = re.compile(
+    r"^(?i:what|who)\s+(?i:is|was)\s+the\s+name\s+of\s+(?:the|this|that)\b[^#A-Z]*\?$"
+)
+"""A step that asks the name of a thing it does not name ("What is the name of the airport?")."""
+
+
+def _words(words: Sequence[str]) -> set[str]:
+    """The normalised words of ``words``, a possessive "'s" taken off."""
+    return {w for word in words for w in normalize_answer(re.sub(r"['’]s$", "", word)).split()}
+
+
+def _names(text: str) -> set[str]:
+    """The words of the names ``text`` gives: capitalised words after its first word, and
+    words in quotes."""
+    words = [w for w in text.split()[1:] if w[:1].isupper()]
+    words += re.findall(r"['\"‘“]([^'\"’”]+)['\"’”]", text)
+    return _words(words) - STOPWORDS
+
+
+def loses_the_subject(questions: Sequence[str], question: str) -> bool:
+    """Whether a plan has lost what the user's question is about: a step asks the name of a
+    thing it does not name (the 1.5B model plans "What is the name of the airport?" then "In
+    which US state is #1 located?" for "Truax Field airport is in which US state?"), or no
+    step gives any of the names the question gives ("Which film was released more
+    recently?" for a choice between two named films). No retrieval can find such a step's
+    answer; the question itself is the better single step."""
+    if any(_UNNAMED.match(q.strip()) for q in questions):
+        return True
+    names = _names(question)
+    return bool(names) and not names & _words(" ".join(questions).split())
+
+
+_KIND_WORDS = "place date year time name city country nationality birth death burial"
+_ANSWER_KIND_WORDS = frozenset(_KIND_WORDS.split())
+"""Words of "the place of birth of X" that name the kind of answer asked for, not a hop."""
+_WHO_IS = re.compile(r"^(?i:who|what)(?:\s+[a-z]+)?\s+(?:is|was)\s+(?P<name>[A-Z][^#?]*?)\s*\??$")
+"""A step that asks who or what a named thing is, the name as the model wrote it ("Who is
+Gerard I, Count Of Guelders?")."""
+
+
+def with_relations(questions: Sequence[str], question: str) -> list[str]:
+    """The plan with a step that asks who or what a named thing is (:data:`_WHO_IS`) asking
+    instead for the relative the user's question wants of it, when no step names that
+    relation: for "Where was the husband of Emily Davenport born?" the 1.5B model plans "Who
+    is Emily Davenport?" then "Where was #1 born?", and the husband's hop is lost. The step
+    becomes "Who is the husband of Emily Davenport?" (or "Who is X's father?", in the
+    question's own words). Words that name the kind of answer ("the place of birth of")
+    are not relations."""
+    planned = {w for q in questions for w in normalize_answer(q).split()}
+    repaired = list(questions)
+    for number, step in enumerate(questions):
+        found = _WHO_IS.match(step.strip())
+        if not found:
+            continue
+        name = re.escape(found["name"])
+        relation = re.search(
+            rf"\b(?P<span>the (?P<of>\w+) of (?:the )?{name}\b"
+            rf"|{name}(?:\s*\([^)]*\))?['’]s (?P<s>\w+))",
+            question,
+            flags=re.IGNORECASE,
+        )
+        word = relation and (relation["of"] or relation["s"]).lower()
+        if not word or word in planned or word in STOPWORDS or word in _ANSWER_KIND_WORDS:
+            continue
+        opening = step.strip()[: found.start("name")].rstrip()
+        repaired[number] = f"{opening} {relation['span']}?"
+    return repaired
 
 
 _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -380,11 +454,15 @@ def _start(state: AgentState, ctx: AgentContext, reply: ChatReply, questions: li
 
 
 def _fit(questions: Sequence[str], state: AgentState, ctx: AgentContext) -> list[str]:
-    """The plan cut after the user's question (:func:`beyond_the_question`); with
-    ``agents.tidy_plans`` also without steps that ask what a named thing is
-    (:func:`named_steps`) and ending on the kind of answer asked for
-    (:func:`ends_on_the_answer`)."""
+    """The question itself when the plan has lost its subject (:func:`loses_the_subject`);
+    else the plan with the relations its steps dropped asked for (:func:`with_relations`) and
+    cut after the user's question (:func:`beyond_the_question`); with ``agents.tidy_plans``
+    also without steps that ask what a named thing is (:func:`named_steps`) and ending on the
+    kind of answer asked for (:func:`ends_on_the_answer`)."""
     question = state["question"]
+    if loses_the_subject(questions, question):
+        return [question]
+    questions = with_relations(questions, question)
     if ctx.agents.tidy_plans:
         questions = named_steps(questions, question)
     questions = beyond_the_question(questions, question)
