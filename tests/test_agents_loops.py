@@ -488,6 +488,11 @@ def test_loses_the_subject(plan: list[str], question: str, lost: bool) -> None:
             "What did Ada Lovelace write?",
             ["Who is Ada Lovelace?", "What did #1 write?"],
         ),
+        (  # the step already asks one relation; the other is the next hop's
+            ["Who is Ada Lovelace's husband?", "Who is the father of #1?"],
+            "Who is the father of Ada Lovelace's husband?",
+            ["Who is Ada Lovelace's husband?", "Who is the father of #1?"],
+        ),
     ],
 )
 def test_with_relations(plan: list[str], question: str, repaired: list[str]) -> None:

@@ -244,7 +244,7 @@ def with_relations(questions: Sequence[str], question: str) -> list[str]:
     repaired = list(questions)
     for number, step in enumerate(questions):
         found = _WHO_IS.match(step.strip())
-        if not found:
+        if not found or re.search(r"['’]s [a-z]", found["name"]):  # "X's purchaser": asked
             continue
         name = re.escape(found["name"])
         relation = re.search(
@@ -253,8 +253,10 @@ def with_relations(questions: Sequence[str], question: str) -> list[str]:
             question,
             flags=re.IGNORECASE,
         )
-        word = relation and (relation["of"] or relation["s"]).lower()
-        if not word or word in planned or word in STOPWORDS or word in _ANSWER_KIND_WORDS:
+        if relation is None:
+            continue
+        word = (relation["of"] or relation["s"]).lower()
+        if word in planned or word in STOPWORDS or word in _ANSWER_KIND_WORDS:
             continue
         opening = step.strip()[: found.start("name")].rstrip()
         repaired[number] = f"{opening} {relation['span']}?"
