@@ -407,6 +407,23 @@ def test_a_one_fact_question_gets_one_step_not_an_invented_second(parts: Compone
     assert result.answer == "Frédéric Auguste Bartholdi" and chat.kinds().count("answer") == 1
 
 
+@pytest.mark.parametrize("after_one_step_plan", [False, True])
+def test_mer_after_a_one_step_plan_only_when_asked(
+    parts: Components, after_one_step_plan: bool
+) -> None:
+    question = "Who directed Spirited Away?"
+    script = spirited(plan=f"1. {question}", answer=["Hayao Miyazaki"])
+    result, chat = run(
+        parts,
+        "plan_execute_mer",
+        script,
+        question,
+        mer={"after_one_step_plan": after_one_step_plan},
+    )
+    assert ("mer" in chat.kinds()) is after_one_step_plan
+    assert result.answer == ("Japan" if after_one_step_plan else "Hayao Miyazaki")
+
+
 def test_a_step_that_drops_the_relation_asks_for_it(parts: Components) -> None:
     question = "Where was the husband of Ada Lovelace born?"
     script = Script(plan="1. Who is Ada Lovelace?\n2. Where was #1 born?", answer=["X", "Y"])

@@ -106,6 +106,12 @@ def has_answer(state: AgentState) -> bool:
     return bool(state.get("loop_answer"))
 
 
+def one_step_plan(state: AgentState) -> bool:
+    """Whether plan-and-execute planned one step and has its answer: MER would have no hops
+    to combine (``mer.after_one_step_plan``)."""
+    return len(state.get("plan") or []) == 1 and has_answer(state)
+
+
 @dataclass(frozen=True)
 class Loop:
     """A loop's own part of the graph.
@@ -313,7 +319,10 @@ def build_loop(
     def after_conclude(state: AgentState, config: RunnableConfig, runtime: Any = None) -> str:
         if state.get("stop_reason") == BUDGET:
             return "finish"  # the budget is spent: MER's model call is skipped too
-        return "mer" if provider.context(config, runtime).mer else "finish"
+        ctx = provider.context(config, runtime)
+        if not ctx.mer or (one_step_plan(state) and not ctx.config.mer.after_one_step_plan):
+            return "finish"
+        return "mer"
 
     graph.add_node("mer", bind(mer_node, "mer"))
     graph.add_node("finish", bind(finish, "finish"))

@@ -53,6 +53,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "mer.l": 10,
         "mer.max_tokens": 256,
         "mer.max_evidence_chars": 700,
+        "mer.after_one_step_plan": True,
         "answer.sub_passages": 10,
         "asu.rescore": "paper",
         "grade.binning": "per_hop",

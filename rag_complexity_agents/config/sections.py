@@ -277,6 +277,12 @@ class MERConfig(BaseModel):
         ge=50,
         description="Each evidence passage is cut to this many characters (paper preset: 700).",
     )
+    after_one_step_plan: bool = Field(
+        False,
+        description="Run MER after a plan-and-execute plan of one answered step too (paper: "
+        "always). Off, that step's answer is the answer: MER has no hops to combine and only "
+        "reads the same question again.",
+    )
 
 
 class AgentsConfig(BaseModel):
