@@ -240,7 +240,7 @@ def with_relations(questions: Sequence[str], question: str) -> list[str]:
     becomes "Who is the husband of Emily Davenport?" (or "Who is X's father?", in the
     question's own words). Words that name the kind of answer ("the place of birth of")
     are not relations."""
-    planned = {w for q in questions for w in normalize_answer(q).split()}
+    planned = _words(" ".join(questions).split())
     repaired = list(questions)
     for number, step in enumerate(questions):
         found = _WHO_IS.match(step.strip())
