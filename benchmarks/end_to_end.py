@@ -123,6 +123,7 @@ _PLAN = (
     *_RETRIEVAL,
     "answer.sub_passages",
     "agents.plan_rules",
+    "agents.plan_checks",
     "agents.tidy_plans",
     "agents.one_step_exemplar",
     "agents.split_steps",

@@ -424,22 +424,33 @@ def test_mer_after_a_one_step_plan_only_when_asked(
     assert result.answer == ("Japan" if after_one_step_plan else "Hayao Miyazaki")
 
 
-def test_a_step_that_drops_the_relation_asks_for_it(parts: Components) -> None:
+@pytest.mark.parametrize("checks", [True, False])
+def test_a_step_that_drops_the_relation_asks_for_it(parts: Components, checks: bool) -> None:
     question = "Where was the husband of Ada Lovelace born?"
     script = Script(plan="1. Who is Ada Lovelace?\n2. Where was #1 born?", answer=["X", "Y"])
-    result, _ = run(parts, "plan_execute", script, question=question)
+    result, _ = run(
+        parts, "plan_execute", script, question=question, agents={"plan_checks": checks}
+    )
     steps = [s["sub_question"] for s in result.trace["steps"]]
-    assert steps == ["Who is the husband of Ada Lovelace?", "Where was X born?"]
+    first = "Who is the husband of Ada Lovelace?" if checks else "Who is Ada Lovelace?"
+    assert steps == [first, "Where was X born?"]
 
 
-def test_a_plan_that_lost_the_subject_becomes_the_question(parts: Components) -> None:
+@pytest.mark.parametrize("checks", [True, False])
+def test_a_plan_that_lost_the_subject_becomes_the_question(parts: Components, checks: bool) -> None:
     question = "Ulm Minster airport is in which German state?"
     nameless = "1. What is the name of the airport?\n2. In which German state is #1 located?"
+    script = Script(plan=nameless, answer=["Ulm Airport", "Bavaria"])
     result, chat = run(
-        parts, "plan_execute", Script(plan=nameless, answer=["Bavaria"]), question=question
+        parts, "plan_execute", script, question=question, agents={"plan_checks": checks}
     )
-    assert [s["sub_question"] for s in result.trace["steps"]] == [question]
-    assert chat.kinds().count("answer") == 1
+    steps = [s["sub_question"] for s in result.trace["steps"]]
+    assert steps == (
+        [question]
+        if checks
+        else ["What is the name of the airport?", "In which German state is Ulm Airport located?"]
+    )
+    assert chat.kinds().count("answer") == (1 if checks else 2)
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,8 @@ because a question refers to its own answer or a missing one ("1. Where did #1 s
 0.5B model writes such plans for about one 2Wiki question in six, and none of them was
 answered right), or that copies an exemplar's question the user's does not call for
 (:func:`called_for`) is asked for once more with a format reminder, then the question itself
-becomes the plan (single-step through the loop). Three checks with no model call follow. A
+becomes the plan (single-step through the loop). Three checks with no model call follow
+(the first two are ``agents.plan_checks``, on; ``benchmarks/plan_checks.py`` measures them). A
 plan that has lost what the question is about (a step asks "What is the name of the
 airport?", or no step gives any name the question gives) is replaced by the question itself
 (:func:`loses_the_subject`). A step that asks who a named thing is while the question asks
@@ -456,15 +457,17 @@ def _start(state: AgentState, ctx: AgentContext, reply: ChatReply, questions: li
 
 
 def _fit(questions: Sequence[str], state: AgentState, ctx: AgentContext) -> list[str]:
-    """The question itself when the plan has lost its subject (:func:`loses_the_subject`);
-    else the plan with the relations its steps dropped asked for (:func:`with_relations`) and
-    cut after the user's question (:func:`beyond_the_question`); with ``agents.tidy_plans``
-    also without steps that ask what a named thing is (:func:`named_steps`) and ending on the
-    kind of answer asked for (:func:`ends_on_the_answer`)."""
+    """With ``agents.plan_checks``, the question itself when the plan has lost its subject
+    (:func:`loses_the_subject`), else the plan with the relations its steps dropped asked for
+    (:func:`with_relations`); then cut after the user's question (:func:`beyond_the_question`);
+    with ``agents.tidy_plans`` also without steps that ask what a named thing is
+    (:func:`named_steps`) and ending on the kind of answer asked for
+    (:func:`ends_on_the_answer`)."""
     question = state["question"]
-    if loses_the_subject(questions, question):
-        return [question]
-    questions = with_relations(questions, question)
+    if ctx.agents.plan_checks:
+        if loses_the_subject(questions, question):
+            return [question]
+        questions = with_relations(questions, question)
     if ctx.agents.tidy_plans:
         questions = named_steps(questions, question)
     questions = beyond_the_question(questions, question)

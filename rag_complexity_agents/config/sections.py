@@ -397,6 +397,16 @@ class AgentsConfig(BaseModel):
         "invented second step (off: it also plans some multi-hop questions as one step, and "
         "its answers are not yet measured). Not in the paper.",
     )
+    plan_checks: bool = Field(
+        True,
+        description="Plan-and-execute: two checks of a plan, with no LLM call. A plan that has "
+        "lost what the question is about (a step asks 'What is the name of the airport?', or "
+        "no step gives a name the question gives) becomes the question itself; a step that "
+        "asks who a named thing is ('Who is Emily Davenport?') while the question wants a "
+        "relative of it asks for that relative ('Who is the husband of Emily Davenport?'). "
+        "On: measured on the plans they change (benchmarks/results/plan_checks.md). Not in "
+        "the paper.",
+    )
     tidy_plans: bool = Field(
         False,
         description="Plan-and-execute: before a plan runs, a step that only asks who or what "

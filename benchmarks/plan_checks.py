@@ -1,0 +1,322 @@
+"""The default's plan checks and its one-step MER skip, measured on the questions they change.
+
+Two parts of the default pipeline (plan-and-execute + MER) act on some questions only:
+
+* ``agents.plan_checks`` (on): a plan that has lost the question's subject becomes the
+  question itself ("subject"); a "Who is X?" step asks for the relative of X the question
+  wants ("relation");
+* ``mer.after_one_step_plan`` (off): MER is skipped after a plan of one answered step.
+
+A question whose plan a part leaves alone makes the same LLM calls either way (greedy
+decoding, LLM cache) and so gives the same answer; a full-set run of each variant would
+repeat those calls for nothing. So, per chat model and question set:
+
+1. every question's plan, with the checks and without (the planning call only: the graph is
+   stopped at its first plan; the second plan comes from the LLM cache);
+2. the default, with the checks and without, on the questions whose plan they change;
+3. the default, with MER after a one-step plan and without, on the questions whose checked
+   plan has one step.
+
+Sets: MuSiQue and 2Wiki compositional (all 134 questions each, the end-to-end benchmark's
+pooled collection and settings) and the Adaptive-RAG benchmark's mixed set (60 one-fact and
+60 multi-hop questions, its collection and settings).
+
+Resumable (plan files and run files under ``<cache>/plan_checks_runs``, and the LLM cache);
+writes ``benchmarks/results/plan_checks.{json,md}``, keeping the markdown's analysis block::
+
+    .venv/bin/python benchmarks/plan_checks.py --data ../shared/data
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Sequence
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import adaptive
+import end_to_end as e2e
+from _common import DEFAULT_DATA, REPO, analysis_block, machine, read_analysis
+
+from rag_complexity_agents.agents.context import derive_components
+from rag_complexity_agents.agents.registry import build_pipeline
+from rag_complexity_agents.config import Config, default_home
+from rag_complexity_agents.config.pipelines import DEFAULT_PIPELINE
+from rag_complexity_agents.eval.base import EvalComponents
+from rag_complexity_agents.eval.datasets import QARecord, dataset_subset, resolve_dataset
+from rag_complexity_agents.eval.harness import evaluate, run_fingerprint
+from rag_complexity_agents.eval.runner import read_run
+from rag_complexity_agents.models.cache import open_llm_cache
+
+MODELS = ("llamacpp:qwen2.5-coder-1.5b", "llamacpp:qwen2.5-0.5b")
+SETS = ("musique", "2wikimultihopqa_compositional", "mixed")
+#: part → (config key, the default's value, the other value)
+PARTS: dict[str, tuple[str, bool, bool]] = {
+    "plan_checks": ("agents.plan_checks", True, False),
+    "mer_after_one_step_plan": ("mer.after_one_step_plan", False, True),
+}
+RESULTS = REPO / "benchmarks" / "results"
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=str(DEFAULT_DATA))
+    parser.add_argument("--models", default=",".join(MODELS), help="comma-separated chat models")
+    parser.add_argument("--sets", default=",".join(SETS), help="comma-separated question sets")
+    parser.add_argument("--limit", type=int, default=None, help="first n questions of a set")
+    parser.add_argument("--cache", default=str(default_home() / "benchmarks"))
+    parser.add_argument("--out", default=str(RESULTS / "plan_checks.json"))
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
+    args.sets = [s.strip() for s in args.sets.split(",") if s.strip()]
+    unknown = sorted(set(args.sets) - set(SETS))
+    if unknown:
+        parser.error(f"unknown sets {unknown}; choose from {', '.join(SETS)}")
+    return args
+
+
+Setup = tuple[Config, list[tuple[QARecord, dict[str, Any]]]]
+
+
+def setups(args: argparse.Namespace, model: str) -> Iterator[tuple[str, Setup]]:
+    """(set, (config with its collection, (record, raw JSON line) pairs)) per asked set."""
+    if {"musique", "2wikimultihopqa_compositional"} & set(args.sets):
+        settings = e2e.parse_args(["--data", args.data, "--cache", args.cache])
+        settings.set = ["agents.stop=evidence"]  # the end-to-end benchmark's value
+        base = e2e.make_config(settings, model)
+        pool = [r for name in e2e.POOL for r in e2e.dataset_records(name, args.data)]
+        collection, _ = e2e.build_collection(pool, base, label="pooled", index=True)
+        config = base.with_overrides({"collection": collection})
+        for name in ("musique", "2wikimultihopqa_compositional"):
+            if name in args.sets:
+                subset = dataset_subset(name)
+                raw = adaptive.raw_lines(
+                    resolve_dataset(subset.dataset if subset else name, args.data)
+                )
+                records = e2e.dataset_records(name, args.data)
+                yield name, (config, [(r, raw[r.id]) for r in records])
+    if "mixed" in args.sets:
+        settings = adaptive.parse_args(["--data", args.data, "--model", model])
+        settings.cache = args.cache
+        config = adaptive.make_config(settings)
+        pairs = adaptive.mixed_sample(args.data, settings.per_side)
+        collection, _ = adaptive.build_collection([r for r, _ in pairs], config)
+        yield "mixed", (config.with_overrides({"collection": collection}), pairs)
+
+
+def first_plan(graph: Any, question: str) -> list[str]:
+    """The plan the graph runs for ``question`` (stopped before its first retrieval)."""
+    for update in graph.stream({"question": question}, stream_mode="updates"):
+        plan = (update.get("plan") or {}).get("plan")
+        if plan:
+            return list(plan)
+        if set(update) - {"start", "plan"}:
+            break
+    return []
+
+
+def plans(
+    config: Config, parts: EvalComponents, pairs: Sequence[tuple[QARecord, Any]], path: Path
+) -> dict[str, dict[str, Any]]:
+    """Question id → {"checked", "as_planned"}: the default's plan with the checks and
+    without (resumable JSONL at ``path``)."""
+    done: dict[str, dict[str, Any]] = {}
+    if path.is_file():  # keep the finished lines (a line cut short by a kill is dropped)
+        text = path.read_text(encoding="utf-8")
+        kept = text[: text.rfind("\n") + 1]
+        path.write_text(kept, encoding="utf-8")
+        done = {line["id"]: line for line in map(json.loads, kept.splitlines())}
+    graphs = {
+        label: build_pipeline(DEFAULT_PIPELINE, c, components=derive_components(parts, c))
+        for label, c in (
+            ("checked", config),
+            ("as_planned", config.with_overrides({"agents.plan_checks": False})),
+        )
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as out:
+        for record, _ in pairs:
+            if record.id in done:
+                continue
+            line: dict[str, Any] = {"id": record.id, "question": record.question}
+            line |= {label: first_plan(g, record.question) for label, g in graphs.items()}
+            out.write(json.dumps(line, ensure_ascii=False) + "\n")
+            out.flush()
+            done[record.id] = line
+    return done
+
+
+def changed_by(part: str, line: dict[str, Any]) -> str | None:
+    """Which check of ``part`` acts on a question (None: the part does not)."""
+    checked, planned = line["checked"], line["as_planned"]
+    if part == "plan_checks":
+        if checked == planned:
+            return None
+        return "subject" if checked == [line["question"]] else "relation"
+    return "one_step_plan" if len(checked) == 1 else None
+
+
+def run_part(
+    part: str,
+    config: Config,
+    parts: EvalComponents,
+    pairs: Sequence[tuple[QARecord, dict[str, Any]]],
+    runs: Path,
+    quiet: bool,
+) -> dict[str, list[dict[str, Any]]]:
+    """Variant ("default" / "other") → per-question lines of the default pipeline on the
+    questions of ``pairs`` (none: empty)."""
+    if not pairs:
+        return {"default": [], "other": []}
+    ids = "\n".join(r.id for r, _ in pairs)
+    subset = runs / f"{part}__{hashlib.sha256(ids.encode()).hexdigest()[:10]}.jsonl"
+    subset.write_text("".join(json.dumps(raw) + "\n" for _, raw in pairs), encoding="utf-8")
+    key, default, other = PARTS[part]
+    lines = {}
+    for variant, value in (("default", default), ("other", other)):
+        c = config.with_overrides({key: value})
+        fingerprint = run_fingerprint(c, DEFAULT_PIPELINE, subset.stem)
+        out = runs / f"{subset.stem}__{variant}__{fingerprint}.jsonl"
+        evaluate(
+            c,
+            DEFAULT_PIPELINE,
+            subset,
+            out=out,
+            progress=not quiet,
+            components=derive_components(parts, c),
+        )
+        lines[variant] = read_run(out)
+    return lines
+
+
+ONE_FACT = frozenset(adaptive.SINGLE_HOP_FILES)
+
+
+def _tally(lines: Sequence[dict[str, Any]]) -> dict[str, int]:
+    right = sum(1 for x in lines if (x.get("metrics") or {}).get("cover_em"))
+    calls = sum(int((x.get("trace") or {}).get("llm_calls") or 0) for x in lines)
+    return {"n": len(lines), "right": right, "llm_calls": calls}
+
+
+def summarise(
+    part: str,
+    lines: dict[str, list[dict[str, Any]]],
+    kinds: dict[str, str],
+    groups: dict[str, str],
+) -> list[dict[str, Any]]:
+    """Rows of (check, group) with both variants' right answers and LLM calls."""
+    keys = sorted({(kinds[x["id"]], groups[x["id"]]) for x in lines["default"]})
+    return [
+        {
+            "part": part,
+            "check": kind,
+            "group": name,
+            **{
+                variant: _tally(
+                    [x for x in found if (kinds[x["id"]], groups[x["id"]]) == (kind, name)]
+                )
+                for variant, found in lines.items()
+            },
+        }
+        for kind, name in keys
+    ]
+
+
+def run_model(args: argparse.Namespace, model: str) -> dict[str, Any]:
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model)
+    rows: list[dict[str, Any]] = []
+    counts: dict[str, dict[str, int]] = {}
+    for name, (config, pairs) in setups(args, model):
+        pairs = pairs[: args.limit] if args.limit else pairs
+        runs = Path(args.cache) / "plan_checks_runs" / slug / name
+        parts = EvalComponents(config, llm_cache=open_llm_cache(config))
+        print(f"== {model} {name}: plans of {len(pairs)} questions", flush=True)
+        planned = plans(config, parts, pairs, runs / "plans.jsonl")
+        groups = {
+            r.id: name
+            if name != "mixed"
+            else ("mixed one-fact" if r.dataset in ONE_FACT else "mixed multi-hop")
+            for r, _ in pairs
+        }
+        counts[name] = {"questions": len(pairs)}
+        for part in PARTS:
+            kinds = {r.id: kind for r, _ in pairs if (kind := changed_by(part, planned[r.id]))}
+            counts[name][part] = len(kinds)
+            chosen = [(r, raw) for r, raw in pairs if r.id in kinds]
+            print(f"== {model} {name}: {part} on {len(chosen)} questions", flush=True)
+            lines = run_part(part, config, parts, chosen, runs, args.quiet)
+            rows += summarise(part, lines, kinds, groups)
+    return {"model": model, "counts": counts, "rows": rows}
+
+
+def render_markdown(result: dict[str, Any], analysis: str) -> str:
+    out = [
+        "# Plan checks and the one-step MER skip, on the questions they change",
+        "",
+        f"Pipeline `{DEFAULT_PIPELINE}` (the default); MuSiQue and 2Wiki compositional with the "
+        "end-to-end benchmark's pooled collection and settings, the mixed set (60 one-fact, "
+        f"60 multi-hop) with the Adaptive-RAG benchmark's; {result['machine']}; "
+        f"{result['date']}.",
+        "",
+        f"Reproduce (resumable): `{result['command']}`",
+        "",
+        "A question a part does not change makes the same LLM calls either way, so each part is "
+        "run only on the questions it changes: `agents.plan_checks` on those whose plan it "
+        "changes (the check that did: `subject`, the plan became the question; `relation`, a "
+        "'Who is X?' step asks for X's relative), `mer.after_one_step_plan` on those whose "
+        "checked plan has one step. *default* is the default's value (checks on, MER skipped "
+        "after a one-step plan), *other* the other value.",
+        "",
+    ]
+    for run in result["runs"]:
+        counts = "; ".join(
+            f"{name}: {c['questions']} questions, plans changed by the checks {c['plan_checks']}, "
+            f"one-step plans {c['mer_after_one_step_plan']}"
+            for name, c in run["counts"].items()
+        )
+        out += [
+            f"## `{run['model']}`",
+            "",
+            counts + ".",
+            "",
+            "| part | check | set | n | right: default | right: other | LLM calls: default "
+            "| LLM calls: other |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for row in run["rows"]:
+            d, o = row["default"], row["other"]
+            out.append(
+                f"| `{row['part']}` | {row['check']} | {row['group']} | {d['n']} | "
+                f"{d['right']} | {o['right']} | {d['llm_calls']} | {o['llm_calls']} |"
+            )
+        out.append("")
+    out += ["right: cover-EM.", "", *analysis_block(analysis), ""]
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    result = {
+        "pipeline": DEFAULT_PIPELINE,
+        "runs": [run_model(args, model) for model in args.models],
+        "command": "benchmarks/plan_checks.py --data ../shared/data"
+        + (f" --models {','.join(args.models)}" if tuple(args.models) != MODELS else "")
+        + (f" --sets {','.join(args.sets)}" if tuple(args.sets) != SETS else "")
+        + (f" --limit {args.limit}" if args.limit else ""),
+        "machine": machine(),
+        "date": date.today().isoformat(),
+    }
+    out = Path(args.out)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    md = out.with_suffix(".md")
+    md.write_text(render_markdown(result, read_analysis(md)), encoding="utf-8")
+    print(f"wrote {out} and {md}")
+
+
+if __name__ == "__main__":
+    main()
