@@ -1,21 +1,22 @@
-"""The default's plan checks and its one-step MER skip, measured on the questions they change.
-
-Two parts of the default pipeline (plan-and-execute + MER) act on some questions only:
+"""Parts of the default that act on some questions only, measured on the questions they change.
 
 * ``agents.plan_checks`` (on): a plan that has lost the question's subject becomes the
   question itself ("subject"); a "Who is X?" step asks for the relative of X the question
   wants ("relation");
-* ``mer.after_one_step_plan`` (off): MER is skipped after a plan of one answered step.
+* ``mer.after_one_step_plan`` (off, so MER is skipped after a plan of one answered step).
+
+(``agents.one_step_exemplar`` is not measured here: it rewords most plans, so it is a
+full-set row of ``end_to_end.py``.)
 
 A question whose plan a part leaves alone makes the same LLM calls either way (greedy
 decoding, LLM cache) and so gives the same answer; a full-set run of each variant would
 repeat those calls for nothing. So, per chat model and question set:
 
-1. every question's plan, with the checks and without (the planning call only: the graph is
-   stopped at its first plan; the second plan comes from the LLM cache);
-2. the default, with the checks and without, on the questions whose plan they change;
-3. the default, with MER after a one-step plan and without, on the questions whose checked
-   plan has one step.
+1. every question's plan as the default makes it, and without the plan checks (the planning
+   call only: the graph is stopped at its first plan; the second plan comes from the LLM
+   cache);
+2. the default with the part and without, on the questions whose plan it changes (for the
+   MER skip: whose plan has one step).
 
 Sets: MuSiQue and 2Wiki compositional (all 134 questions each, the end-to-end benchmark's
 pooled collection and settings) and the Adaptive-RAG benchmark's mixed set (60 one-fact and
@@ -34,6 +35,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -54,10 +56,23 @@ from rag_complexity_agents.models.cache import open_llm_cache
 
 MODELS = ("llamacpp:qwen2.5-coder-1.5b", "llamacpp:qwen2.5-0.5b")
 SETS = ("musique", "2wikimultihopqa_compositional", "mixed")
-#: part → (config key, the default's value, the other value)
-PARTS: dict[str, tuple[str, bool, bool]] = {
-    "plan_checks": ("agents.plan_checks", True, False),
-    "mer_after_one_step_plan": ("mer.after_one_step_plan", False, True),
+
+
+@dataclass(frozen=True)
+class Part:
+    """A part of the default that acts on some questions only: its config key, the default's
+    value, the value it is measured against, and whether it changes plans (else it acts
+    after a one-step plan)."""
+
+    key: str
+    default: bool
+    other: bool
+    plans: bool
+
+
+PARTS: dict[str, Part] = {
+    "plan_checks": Part("agents.plan_checks", True, False, plans=True),
+    "mer_after_one_step_plan": Part("mer.after_one_step_plan", False, True, plans=False),
 }
 RESULTS = REPO / "benchmarks" / "results"
 
@@ -121,44 +136,45 @@ def first_plan(graph: Any, question: str) -> list[str]:
 
 
 def plans(
-    config: Config, parts: EvalComponents, pairs: Sequence[tuple[QARecord, Any]], path: Path
-) -> dict[str, dict[str, Any]]:
-    """Question id → {"checked", "as_planned"}: the default's plan with the checks and
-    without (resumable JSONL at ``path``)."""
-    done: dict[str, dict[str, Any]] = {}
-    if path.is_file():  # keep the finished lines (a line cut short by a kill is dropped)
-        text = path.read_text(encoding="utf-8")
-        kept = text[: text.rfind("\n") + 1]
-        path.write_text(kept, encoding="utf-8")
-        done = {line["id"]: line for line in map(json.loads, kept.splitlines())}
-    graphs = {
-        label: build_pipeline(DEFAULT_PIPELINE, c, components=derive_components(parts, c))
-        for label, c in (
-            ("checked", config),
-            ("as_planned", config.with_overrides({"agents.plan_checks": False})),
-        )
+    config: Config, parts: EvalComponents, pairs: Sequence[tuple[QARecord, Any]], runs: Path
+) -> dict[str, dict[str, list[str]]]:
+    """Label ("default" or a plan-changing part) → question id → the plan the default runs
+    (with that part's other value); one resumable JSONL file a label under ``runs``."""
+    found = {}
+    labels = {"default": config} | {
+        name: config.with_overrides({part.key: part.other})
+        for name, part in PARTS.items()
+        if part.plans
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as out:
-        for record, _ in pairs:
-            if record.id in done:
-                continue
-            line: dict[str, Any] = {"id": record.id, "question": record.question}
-            line |= {label: first_plan(g, record.question) for label, g in graphs.items()}
-            out.write(json.dumps(line, ensure_ascii=False) + "\n")
-            out.flush()
-            done[record.id] = line
-    return done
+    for label, c in labels.items():
+        path = runs / f"plans__{label}.jsonl"
+        done: dict[str, list[str]] = {}
+        if path.is_file():  # keep the finished lines (a line cut short by a kill is dropped)
+            text = path.read_text(encoding="utf-8")
+            kept = text[: text.rfind("\n") + 1]
+            path.write_text(kept, encoding="utf-8")
+            done = {line["id"]: line["plan"] for line in map(json.loads, kept.splitlines())}
+        graph = build_pipeline(DEFAULT_PIPELINE, c, components=derive_components(parts, c))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as out:
+            for record, _ in pairs:
+                if record.id not in done:
+                    done[record.id] = first_plan(graph, record.question)
+                    line = {"id": record.id, "question": record.question, "plan": done[record.id]}
+                    out.write(json.dumps(line, ensure_ascii=False) + "\n")
+                    out.flush()
+        found[label] = done
+    return found
 
 
-def changed_by(part: str, line: dict[str, Any]) -> str | None:
-    """Which check of ``part`` acts on a question (None: the part does not)."""
-    checked, planned = line["checked"], line["as_planned"]
-    if part == "plan_checks":
-        if checked == planned:
-            return None
-        return "subject" if checked == [line["question"]] else "relation"
-    return "one_step_plan" if len(checked) == 1 else None
+def changed_by(part: str, default: list[str], other: list[str], question: str) -> str | None:
+    """How ``part`` changes a question's run, from the default's plan and the plan with the
+    part's other value (None: it does not)."""
+    if part == "mer_after_one_step_plan":
+        return "one-step plan" if len(default) == 1 else None
+    if default == other:
+        return None
+    return "subject" if default == [question] else "relation"
 
 
 def run_part(
@@ -176,10 +192,10 @@ def run_part(
     ids = "\n".join(r.id for r, _ in pairs)
     subset = runs / f"{part}__{hashlib.sha256(ids.encode()).hexdigest()[:10]}.jsonl"
     subset.write_text("".join(json.dumps(raw) + "\n" for _, raw in pairs), encoding="utf-8")
-    key, default, other = PARTS[part]
+    chosen = PARTS[part]
     lines = {}
-    for variant, value in (("default", default), ("other", other)):
-        c = config.with_overrides({key: value})
+    for variant, value in (("default", chosen.default), ("other", chosen.other)):
+        c = config.with_overrides({chosen.key: value})
         fingerprint = run_fingerprint(c, DEFAULT_PIPELINE, subset.stem)
         out = runs / f"{subset.stem}__{variant}__{fingerprint}.jsonl"
         evaluate(
@@ -236,7 +252,7 @@ def run_model(args: argparse.Namespace, model: str) -> dict[str, Any]:
         runs = Path(args.cache) / "plan_checks_runs" / slug / name
         parts = EvalComponents(config, llm_cache=open_llm_cache(config))
         print(f"== {model} {name}: plans of {len(pairs)} questions", flush=True)
-        planned = plans(config, parts, pairs, runs / "plans.jsonl")
+        planned = plans(config, parts, pairs, runs)
         groups = {
             r.id: name
             if name != "mixed"
@@ -245,7 +261,12 @@ def run_model(args: argparse.Namespace, model: str) -> dict[str, Any]:
         }
         counts[name] = {"questions": len(pairs)}
         for part in PARTS:
-            kinds = {r.id: kind for r, _ in pairs if (kind := changed_by(part, planned[r.id]))}
+            other = planned.get(part, planned["default"])
+            kinds = {
+                r.id: kind
+                for r, _ in pairs
+                if (kind := changed_by(part, planned["default"][r.id], other[r.id], r.question))
+            }
             counts[name][part] = len(kinds)
             chosen = [(r, raw) for r, raw in pairs if r.id in kinds]
             print(f"== {model} {name}: {part} on {len(chosen)} questions", flush=True)
@@ -256,7 +277,7 @@ def run_model(args: argparse.Namespace, model: str) -> dict[str, Any]:
 
 def render_markdown(result: dict[str, Any], analysis: str) -> str:
     out = [
-        "# Plan checks and the one-step MER skip, on the questions they change",
+        "# Parts of the default measured on the questions they change",
         "",
         f"Pipeline `{DEFAULT_PIPELINE}` (the default); MuSiQue and 2Wiki compositional with the "
         "end-to-end benchmark's pooled collection and settings, the mixed set (60 one-fact, "
@@ -266,11 +287,10 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         f"Reproduce (resumable): `{result['command']}`",
         "",
         "A question a part does not change makes the same LLM calls either way, so each part is "
-        "run only on the questions it changes: `agents.plan_checks` on those whose plan it "
-        "changes (the check that did: `subject`, the plan became the question; `relation`, a "
-        "'Who is X?' step asks for X's relative), `mer.after_one_step_plan` on those whose "
-        "checked plan has one step. *default* is the default's value (checks on, MER skipped "
-        "after a one-step plan), *other* the other value.",
+        "run only on the questions it changes. `agents.plan_checks` (on): on those whose plan "
+        "it changes (`subject`: the plan became the question; `relation`: a 'Who is X?' step "
+        "asks for X's relative). `mer.after_one_step_plan` (off): on those whose plan has one "
+        "step. *default*: the default's value; *other*: the other value.",
         "",
     ]
     for run in result["runs"]:
@@ -301,9 +321,9 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    result = {
+    result: dict[str, Any] = {
         "pipeline": DEFAULT_PIPELINE,
-        "runs": [run_model(args, model) for model in args.models],
+        "runs": [],
         "command": "benchmarks/plan_checks.py --data ../shared/data"
         + (f" --models {','.join(args.models)}" if tuple(args.models) != MODELS else "")
         + (f" --sets {','.join(args.sets)}" if tuple(args.sets) != SETS else "")
@@ -312,10 +332,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "date": date.today().isoformat(),
     }
     out = Path(args.out)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     md = out.with_suffix(".md")
-    md.write_text(render_markdown(result, read_analysis(md)), encoding="utf-8")
-    print(f"wrote {out} and {md}")
+    for model in args.models:  # written after each model: a partial result can be committed
+        result["runs"].append(run_model(args, model))
+        out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        md.write_text(render_markdown(result, read_analysis(md)), encoding="utf-8")
+        print(f"wrote {out} and {md}", flush=True)
 
 
 if __name__ == "__main__":
