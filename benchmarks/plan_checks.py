@@ -113,7 +113,7 @@ def setups(args: argparse.Namespace, model: str) -> Iterator[tuple[str, Setup]]:
                 raw = adaptive.raw_lines(
                     resolve_dataset(subset.dataset if subset else name, args.data)
                 )
-                records = e2e.dataset_records(name, args.data)
+                records = e2e.dataset_records(name, args.data)[: e2e.ROLE_LIMITS["strong"]]
                 yield name, (config, [(r, raw[r.id]) for r in records])
     if "mixed" in args.sets:
         settings = adaptive.parse_args(["--data", args.data, "--model", model])
