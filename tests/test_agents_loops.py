@@ -424,6 +424,18 @@ def test_mer_after_a_one_step_plan_only_when_asked(
     assert result.answer == ("Japan" if after_one_step_plan else "Hayao Miyazaki")
 
 
+def test_mer_after_a_one_step_answer_that_repeats_the_question(parts: Components) -> None:
+    question = "Which other name does the Miyazaki film Spirited Away have?"
+    step = "What is another title of the film by Miyazaki about Chihiro?"  # not echoed
+    script = spirited(plan=f"1. {step}", answer=["Spirited Away"])
+    result, chat = run(
+        parts, "plan_execute_mer", script, question, mer={"after_one_step_plan": False}
+    )
+    assert result.trace["steps"][0]["answer"] == "Spirited Away"
+    assert "mer" in chat.kinds()  # the answer only repeats the question: MER reads again
+    assert result.answer == "Japan"
+
+
 @pytest.mark.parametrize("checks", [True, False])
 def test_a_step_that_drops_the_relation_asks_for_it(parts: Components, checks: bool) -> None:
     question = "Where was the husband of Ada Lovelace born?"

@@ -31,7 +31,7 @@ from ..models.calls import ChatReply, call_notes
 from ..models.structured import format_failures, record_format_failure
 from ..text import validate_question
 from .abstain import NOT_FOUND
-from .answer import final_answer, mer_node
+from .answer import echoes_question, final_answer, mer_node
 from .context import AgentContext, ResourceProvider
 from .retrieve import after_retrieve, explore, requery, retrieve
 from .state import AgentState, InputState, OutputState, RunOptions, sources_of
@@ -107,9 +107,16 @@ def has_answer(state: AgentState) -> bool:
 
 
 def one_step_plan(state: AgentState) -> bool:
-    """Whether plan-and-execute planned one step and has its answer: MER would have no hops
-    to combine (``mer.after_one_step_plan``)."""
-    return len(state.get("plan") or []) == 1 and has_answer(state)
+    """Whether plan-and-execute planned one step and has an answer that does more than repeat
+    the question (:func:`~.answer.echoes_question`): MER would have no hops to combine
+    (``mer.after_one_step_plan``). An answer that only repeats the question answers nothing,
+    and MER reads the passages again."""
+    answer = state.get("loop_answer") or ""
+    return (
+        len(state.get("plan") or []) == 1
+        and bool(answer)
+        and not echoes_question(answer, state["question"])
+    )
 
 
 @dataclass(frozen=True)
