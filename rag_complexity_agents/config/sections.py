@@ -281,7 +281,8 @@ class MERConfig(BaseModel):
         False,
         description="Run MER after a plan-and-execute plan of one answered step too (paper: "
         "always). Off, that step's answer is the answer: MER has no hops to combine and only "
-        "reads the same question again.",
+        "reads the same question again. An answer that only repeats the question still goes "
+        "to MER.",
     )
 
 
