@@ -123,7 +123,6 @@ _PLAN = (
     *_RETRIEVAL,
     "answer.sub_passages",
     "agents.plan_rules",
-    "agents.plan_checks",
     "agents.tidy_plans",
     "agents.one_step_exemplar",
     "agents.split_steps",
