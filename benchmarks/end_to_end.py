@@ -39,7 +39,9 @@ files at any time); ``--markdown-only`` rewrites only the markdown from the ``--
 ``benchmarks/run_end_to_end.sh`` runs the whole plan in order.
 A row whose run file is gone (a new machine, a cleared cache) is carried over from the
 previous ``--out`` file when that row was computed from a run file of the same name, i.e. the
-same model, dataset, strategy and configuration fingerprint; the markdown marks it, and paired
+same model, dataset, strategy and configuration fingerprint, or, since a new setting changes
+every fingerprint, with the same values of the settings the row lists (:func:`carries_over`);
+the markdown marks it, and paired
 intervals against it are left empty until it is rerun, since they need its per-question lines.
 A pooled comparison that cannot be computed again for that reason is carried over too while
 every row it pairs comes from a run file of the same name as then (:func:`carried_pooled`).
@@ -122,6 +124,7 @@ _LOOP = (*_MER, "agents.max_steps")
 _PLAN = (
     *_RETRIEVAL,
     "answer.sub_passages",
+    "agents.plan_checks",
     "agents.plan_rules",
     "agents.tidy_plans",
     "agents.one_step_exemplar",
@@ -131,7 +134,7 @@ _PLAN = (
     "agents.mer",
 )
 
-_PLAN_MER = (*_PLAN, "mer.l", "mer.max_evidence_chars")
+_PLAN_MER = (*_PLAN, "mer.l", "mer.max_evidence_chars", "mer.after_one_step_plan")
 
 #: Strategy → (label, the settings that cost or matter); loops not listed get _LOOP.
 STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -157,6 +160,7 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
             ),
             ("plan_execute_rules", "Plan-and-execute, planning rules"),
             ("plan_execute_votes", "Plan-and-execute + bridge votes (m = 5)"),
+            ("plan_execute_checks", "Plan-and-execute + plan checks (the default without MER)"),
         )
     },
     **{
@@ -182,9 +186,13 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
         (*_RETRIEVAL, "agents.max_steps"),
     ),
 }
+#: Settings of a registered strategy's own row and of its variants: plan-and-execute is the
+#: named baseline, the loop as it was before the plan checks.
+BASELINES: dict[str, dict[str, Any]] = {"plan_execute": {"agents.plan_checks": False}}
 #: Rows that run a registered strategy with settings of their own: name → (strategy, the
 #: config overrides): the best loop (plan-and-execute without MER) with one part switched.
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "plan_execute_checks": ("plan_execute", {"agents.plan_checks": True}),
     "plan_execute_votes": ("plan_execute", {"agents.bridge_votes": 5}),
     "plan_execute_2_passages": ("plan_execute", {"answer.sub_passages": 2}),
     "plan_execute_quote": ("plan_execute", {"agents.quote_evidence": "final"}),
@@ -201,6 +209,8 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "plan_execute_mer_one_step": ("plan_execute_mer", {"agents.one_step_exemplar": True}),
 }
 CEILINGS = ("gold_evidence", "gold_decomposition", "gold_bridges")
+#: The variant that is the default pipeline with MER switched off (MER's pooled comparison).
+DEFAULT_WITHOUT_MER = "plan_execute_checks"
 
 
 def harness_strategy(name: str) -> str:
@@ -462,7 +472,7 @@ def pooled_comparisons(
     when both are complete): the default pipeline against every other strategy of the same
     model but the ceilings and the best loop's variants; the best loop against single-step;
     each variant (:data:`VARIANTS`) against the strategy it varies, the best loop's NAR row
-    against the best loop. Items
+    against the best loop; the default against :data:`DEFAULT_WITHOUT_MER`. Items
     ``{"strategy", "vs", "model", "n", "delta", "ci_low", "ci_high"}``; only strategies with
     per-question lines on every dataset take part."""
 
@@ -483,6 +493,8 @@ def pooled_comparisons(
             for other in dict.fromkeys(strategies)
             if other not in (DEFAULT_PIPELINE, *CEILINGS, *variants)
         ]
+        if DEFAULT_WITHOUT_MER in strategies:
+            pairs += [(DEFAULT_PIPELINE, DEFAULT_WITHOUT_MER)]
         if best_loop and best_loop != DEFAULT_PIPELINE:
             pairs += [(best_loop, "single_step")]
             pairs += [
@@ -656,9 +668,11 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
             [
                 "",
                 "† Carried over from the previous results file: this row's run file (same "
-                "model, dataset, strategy and configuration fingerprint) is not on the machine "
-                "that wrote this table, so its figures are as last computed and a paired "
-                "interval against it stays empty until it is rerun. A pooled n marked † is a "
+                "model, dataset, strategy and configuration fingerprint, or the same values of "
+                "the settings listed below when a setting was added since, which its run did "
+                "not have) is not on the machine that wrote this table, so its figures are as "
+                "last computed and a paired interval against it stays empty until it is "
+                "rerun. A pooled n marked † is a "
                 "comparison carried over likewise: as computed from the run files of the same "
                 "names on that machine.",
             ]
@@ -790,13 +804,29 @@ def run_file(args: argparse.Namespace, config: Config, planned: Planned) -> Path
     return runs_dir / slug / f"{planned.dataset}__{planned.strategy}__{fingerprint}.jsonl"
 
 
-def previous_rows(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """The rows of an earlier results file by (run file, role): what a row whose run file is
-    gone carries over. Rows without a ``run`` name (older files) are not carried."""
+def previous_rows(path: Path) -> dict[tuple[str, str, str, str], dict[str, Any]]:
+    """The rows of an earlier results file by (dataset, strategy, model, role): what a row
+    whose run file is gone may carry over (:func:`carries_over`). Rows without a ``run`` name
+    (older files) are not carried."""
     if not path.is_file():
         return {}
     rows = json.loads(path.read_text(encoding="utf-8")).get("rows", [])
-    return {(row["run"], row["role"]): row for row in rows if row.get("run")}
+    return {
+        (row["dataset"], row["strategy"], row["model"], row["role"]): row
+        for row in rows
+        if row.get("run")
+    }
+
+
+def carries_over(kept: dict[str, Any], planned: Planned, run_name: str, config: Config) -> bool:
+    """Whether an earlier row stands for ``planned`` while its run file is gone: same run file
+    name (model, dataset, strategy and configuration fingerprint), or the same size and the
+    same values of every setting the earlier row lists. The second case keeps rows across a
+    new setting (a new key changes every fingerprint): the earlier run did not have it."""
+    if kept["planned_n"] != planned.limit:
+        return False
+    listed = kept.get("settings") or {}
+    return kept["run"] == run_name or settings_of(config, list(listed)) == listed
 
 
 def carried_pooled(
@@ -877,7 +907,8 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     }
 
     def config_of(planned: Planned) -> Config:
-        _, overrides = VARIANTS.get(planned.strategy, (planned.strategy, {}))
+        strategy, variant = VARIANTS.get(planned.strategy, (planned.strategy, {}))
+        overrides = BASELINES.get(strategy, {}) | variant
         base = configs[planned.model]
         return base.with_overrides(overrides) if overrides else base
 
@@ -922,8 +953,8 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
         wanted = {r.id for r in records[planned.dataset][: planned.limit]}
         lines = [line for line in read_run(out) if line["id"] in wanted] if out.is_file() else []
         if not lines:
-            kept = earlier.get((run_name, planned.role))
-            if kept is not None and kept["planned_n"] == planned.limit:
+            kept = earlier.get((planned.dataset, planned.strategy, planned.model, planned.role))
+            if kept is not None and carries_over(kept, planned, run_name, config_of(planned)):
                 rows.append({**kept, "carried_over": True})
             else:
                 pending.append(_plan_entry(planned))

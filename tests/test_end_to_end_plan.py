@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from rag_complexity_agents.config import Config
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -134,12 +136,47 @@ def test_rows_without_lines_keep_their_comparisons(e2e: Any) -> None:
     assert rows[1]["vs_single_step"]["delta"] is None  # its baseline has no lines to pair
 
 
-def test_previous_rows_are_keyed_by_run_file_and_role(e2e: Any, tmp_path: Path) -> None:
+def test_previous_rows_are_keyed_by_row(e2e: Any, tmp_path: Path) -> None:
     out = tmp_path / "end_to_end.json"
     assert e2e.previous_rows(out) == {}
     row = {"run": "m/musique__loop__abc.jsonl", "role": "main", "n": 3}
-    out.write_text(json.dumps({"rows": [row, {"role": "main", "n": 1}]}), encoding="utf-8")
-    assert e2e.previous_rows(out) == {("m/musique__loop__abc.jsonl", "main"): row}
+    row |= {"dataset": "musique", "strategy": "loop", "model": "m"}
+    out.write_text(json.dumps({"rows": [row, {**row, "run": None}]}), encoding="utf-8")
+    assert e2e.previous_rows(out) == {("musique", "loop", "m", "main"): row}
+
+
+def test_a_row_carries_over_across_a_setting_added_since(e2e: Any) -> None:
+    config = Config()
+    planned = e2e.Planned("musique", "plan_execute", "m", "strong", 134)
+    listed = e2e.settings_of(config, ["answer.passages", "retrieval.mode"])
+    kept = {"run": "m/old.jsonl", "planned_n": 134, "settings": listed}
+    # another fingerprint (a setting added since), the same values of the listed settings
+    assert e2e.carries_over(kept, planned, "m/new.jsonl", config)
+    changed = config.with_overrides({"answer.passages": config.answer.passages + 1})
+    assert not e2e.carries_over(kept, planned, "m/new.jsonl", changed)
+    assert e2e.carries_over(kept, planned, "m/old.jsonl", changed)  # its own run file
+    assert not e2e.carries_over({**kept, "planned_n": 50}, planned, "m/old.jsonl", config)
+
+
+def test_the_baseline_loop_runs_without_the_plan_checks(e2e: Any) -> None:
+    # the named baseline is the loop as it was; its variant with the checks is the default
+    # without MER, which the default is paired with
+    assert e2e.BASELINES["plan_execute"] == {"agents.plan_checks": False}
+    assert e2e.VARIANTS[e2e.DEFAULT_WITHOUT_MER] == ("plan_execute", {"agents.plan_checks": True})
+    first, second = e2e.DATASETS
+    rows = [
+        {"dataset": d, "model": "m", "strategy": s}
+        for s in ("plan_execute", e2e.DEFAULT_PIPELINE, e2e.DEFAULT_WITHOUT_MER)
+        for d in (first, second)
+    ]
+    lines = {
+        i: [{**line, "id": f"{r['dataset']}-{line['id']}"} for line in _lines([1, 0])]
+        for i, r in enumerate(rows)
+    }
+    pooled = e2e.pooled_comparisons(rows, lines, "plan_execute")
+    pairs = {(p["strategy"], p["vs"]) for p in pooled}
+    assert (e2e.DEFAULT_PIPELINE, e2e.DEFAULT_WITHOUT_MER) in pairs
+    assert (e2e.DEFAULT_WITHOUT_MER, "plan_execute") in pairs  # the checks alone
 
 
 def test_markdown_marks_carried_over_rows(e2e: Any) -> None:
