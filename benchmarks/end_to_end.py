@@ -218,6 +218,13 @@ def harness_strategy(name: str) -> str:
     return VARIANTS.get(name, (name, {}))[0]
 
 
+def row_overrides(name: str) -> dict[str, Any]:
+    """The config overrides a row runs with: its strategy's :data:`BASELINES`, then its
+    variant's own."""
+    strategy, variant = VARIANTS.get(name, (name, {}))
+    return BASELINES.get(strategy, {}) | variant
+
+
 ABLATIONS = ("no_retrieval", "self_ask_nar", "self_ask_sunar", "self_ask_sunar_mer")
 PEERS = ("llamaindex_subquestion", "langgraph_react_agent")
 
@@ -907,8 +914,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     }
 
     def config_of(planned: Planned) -> Config:
-        strategy, variant = VARIANTS.get(planned.strategy, (planned.strategy, {}))
-        overrides = BASELINES.get(strategy, {}) | variant
+        overrides = row_overrides(planned.strategy)
         base = configs[planned.model]
         return base.with_overrides(overrides) if overrides else base
 

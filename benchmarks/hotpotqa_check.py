@@ -90,7 +90,7 @@ def run_rows(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", args.model)
     lines: dict[str, list[dict[str, Any]]] = {}
     for name in args.rows:
-        strategy, overrides = e2e.VARIANTS.get(name, (name, {}))
+        strategy, overrides = e2e.harness_strategy(name), e2e.row_overrides(name)
         row_config = config.with_overrides(overrides) if overrides else config
         fingerprint = run_fingerprint(row_config, strategy, DATASET)
         out = Path(args.cache) / "hotpotqa_check_runs" / slug / f"{name}__{fingerprint}.jsonl"

@@ -163,6 +163,11 @@ def test_the_baseline_loop_runs_without_the_plan_checks(e2e: Any) -> None:
     # without MER, which the default is paired with
     assert e2e.BASELINES["plan_execute"] == {"agents.plan_checks": False}
     assert e2e.VARIANTS[e2e.DEFAULT_WITHOUT_MER] == ("plan_execute", {"agents.plan_checks": True})
+    assert e2e.row_overrides(e2e.DEFAULT_WITHOUT_MER) == {"agents.plan_checks": True}
+    # the baseline's other variants switch one part of the loop as it was
+    quote = {"agents.plan_checks": False, "agents.quote_evidence": "final"}
+    assert e2e.row_overrides("plan_execute_quote") == quote
+    assert e2e.row_overrides(e2e.DEFAULT_PIPELINE) == {}
     first, second = e2e.DATASETS
     rows = [
         {"dataset": d, "model": "m", "strategy": s}
