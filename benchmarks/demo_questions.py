@@ -100,6 +100,7 @@ def build_result(config: Config, lines: dict[str, list[dict[str, Any]]]) -> dict
                 },
                 "llm_calls": summary["cost"]["llm_calls"],
                 "seconds": summary["cost"]["seconds"],
+                "load_average": summary["load_average"],
                 "format_failures": summary["format_failures"],
                 "vs_single_step": None
                 if name == "single_step"
@@ -137,8 +138,8 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         f"Reproduce (resumable): `{result['command']}`",
         "",
         "| strategy | n | cover-EM % [95% CI] | one-fact right | multi-hop right "
-        "| Δ vs single-step | LLM calls | s/question | format failures |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| Δ vs single-step | LLM calls | s/question | load | format failures |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in result["rows"]:
         em = row["cover_em"]
@@ -147,12 +148,13 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
             f"[{em['lo'] * 100:.0f}, {em['hi'] * 100:.0f}] | {row['right']['one-fact']} "
             f"| {row['right']['multi-hop']} | {_delta(row['vs_single_step'])} "
             f"| {row['llm_calls']['mean']:.2f} | {row['seconds']['mean']:.1f} "
-            f"| {row['format_failures']} |"
+            f"| {row['load_average']} | {row['format_failures']} |"
         )
     lines += [
         "",
         "Δ: cover-EM points on the same questions, paired bootstrap (2000 resamples, seed 0). "
-        "Seconds are wall time on this machine, LLM-cache hits at their original cost.",
+        "Seconds are wall time on this machine, LLM-cache hits at their original cost; load: "
+        "the mean 1-minute load average while the row's questions ran (2 cores).",
         "",
         *analysis_block(analysis),
         "",
