@@ -20,8 +20,11 @@
 #     first is "the" best loop (the Δ-vs-best-loop column, and the loop whose variants run).
 #     Plan-and-execute, chosen on the dev rows of decomposition_dev.md, scores like Self-Ask +
 #     SUNAR at a third or less of its LLM calls (end_to_end.md); plan_execute_mer, the same
-#     loop with MER, is the default pipeline. Self-Ask + SUNAR is an ablation row (n = 50; the
-#     ablation rows are the paper's loops not named here). Keep the value fixed between calls
+#     loop with MER and the plan checks, is the default pipeline; plan_execute's rows run
+#     without the checks, as the named baseline (end_to_end.py's BASELINES), and its variant
+#     plan_execute_checks is the default without MER. Self-Ask + SUNAR is an ablation row
+#     (n = 50; the ablation rows are the paper's loops not named here). Keep the value fixed
+#     between calls
 #   STAGES [all, in this order]: main_single ceiling_evidence ceiling_decomposition
 #     strong_single strong_best main_loop strong_router main_router strong_ceiling
 #     strong_peers strong_rest no_retrieval ablation peers strong_ablation report
