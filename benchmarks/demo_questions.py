@@ -3,9 +3,10 @@
 The questions of ``corpus/demo/demo_questions.jsonl`` (one-fact and multi-hop; written with
 the corpus and used by the tests, so not held out) answered over the ``demo`` collection by
 single-step, plan-and-execute and the default pipeline, with the library's default settings
-(what ``rca ask`` does) and the model ``auto`` picks: the 1.5B once the ``[qwen15b]`` extra
-is installed, as ``make demo`` installs it. Scores: cover-EM against the questions' answers
-and aliases, overall and by hop count, with paired intervals against single-step.
+(what ``rca ask`` does), by the model ``auto`` picks (the 1.5B once the ``[qwen15b]`` extra
+is installed, as ``make demo`` installs it) and by the 0.5B (``make test``'s, and what a user
+without the extra gets). Scores: cover-EM against the questions' answers and aliases,
+overall and by hop count, with paired intervals against single-step.
 
 Resumable (harness run files under ``<cache>/demo_questions_runs`` and the LLM cache); writes
 ``benchmarks/results/demo_questions.{json,md}``, keeping the markdown's analysis block::
@@ -18,7 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -35,13 +36,24 @@ from rag_complexity_agents.eval.runner import read_run
 from rag_complexity_agents.models.cache import open_llm_cache
 
 ROWS = ("single_step", "plan_execute", DEFAULT_PIPELINE)
+SMALL_MODEL = "llamacpp:qwen2.5-0.5b"
+#: Question kinds by hop count.
+KINDS: dict[str, Callable[[int], bool]] = {
+    "one-fact": lambda hops: hops == 1,
+    "multi-hop": lambda hops: hops > 1,
+}
 COLLECTION = "demo"
 RESULTS = REPO / "benchmarks" / "results"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="auto", help="models.chat of every row")
+    parser.add_argument(
+        "--models",
+        default=f"auto,{SMALL_MODEL}",
+        help="comma-separated models.chat values, each running every row (default: what "
+        "`auto` picks, the 1.5B once installed, and the 0.5B that `make test` uses)",
+    )
     parser.add_argument("--cache", default=str(default_home() / "benchmarks"))
     parser.add_argument("--out", default=str(RESULTS / "demo_questions.json"))
     parser.add_argument("--quiet", action="store_true")
@@ -53,7 +65,7 @@ def chat_model(config: Config) -> str:
     from rag_complexity_agents.models.packaged import best_packaged_chat
 
     spec = config.models.chat
-    return best_packaged_chat(config.models.home) if spec == "auto" else spec
+    return f"llamacpp:{best_packaged_chat(config.models.home)}" if spec == "auto" else spec
 
 
 def demo_config(model: str) -> Config:
@@ -82,21 +94,22 @@ def run_rows(args: argparse.Namespace, config: Config) -> dict[str, list[dict[st
     return lines
 
 
-def build_result(config: Config, lines: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def model_rows(model: str, lines: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The rows of one model from its per-question lines."""
     hops = {q["id"]: int(q["hops"]) for q in load_demo_questions()}
-    kinds = {"one-fact": lambda h: h == 1, "multi-hop": lambda h: h > 1}
     rows = []
     for name in ROWS:
         mine = lines[name]
         summary = summarize(mine, run=name).to_dict()
         rows.append(
             {
+                "model": model,
                 "strategy": name,
                 "n": summary["n"],
                 "cover_em": summary["answer"]["cover_em"],
                 "right": {
                     kind: sum(bool(x["metrics"]["cover_em"]) for x in mine if test(hops[x["id"]]))
-                    for kind, test in kinds.items()
+                    for kind, test in KINDS.items()
                 },
                 "llm_calls": summary["cost"]["llm_calls"],
                 "seconds": summary["cost"]["seconds"],
@@ -108,9 +121,14 @@ def build_result(config: Config, lines: dict[str, list[dict[str, Any]]]) -> dict
                 "answers": {x["id"]: x.get("prediction") for x in mine},
             }
         )
+    return rows
+
+
+def build_result(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    hops = [int(q["hops"]) for q in load_demo_questions()]
     return {
-        "model": chat_model(config),
-        "questions": {kind: sum(map(test, hops.values())) for kind, test in kinds.items()},
+        "models": list(dict.fromkeys(row["model"] for row in rows)),
+        "questions": {kind: sum(map(test, hops)) for kind, test in KINDS.items()},
         "rows": rows,
         "command": ".venv/bin/python benchmarks/demo_questions.py",
         "machine": machine(),
@@ -129,7 +147,8 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
     lines = [
         "# Demo questions: what a user meets after `make demo`",
         "",
-        f"Model `{result['model']}`; the {count['one-fact'] + count['multi-hop']} bundled demo "
+        f"Models {', '.join(f'`{m}`' for m in result['models'])}; the "
+        f"{count['one-fact'] + count['multi-hop']} bundled demo "
         f"questions ({count['one-fact']} one-fact, {count['multi-hop']} multi-hop) over the "
         f"`demo` collection, the library's default settings; {result['machine']}; "
         f"{result['date']}. The questions were written with the corpus and are used by the "
@@ -137,14 +156,14 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         "",
         f"Reproduce (resumable): `{result['command']}`",
         "",
-        "| strategy | n | cover-EM % [95% CI] | one-fact right | multi-hop right "
+        "| model | strategy | n | cover-EM % [95% CI] | one-fact right | multi-hop right "
         "| Δ vs single-step | LLM calls | s/question | load | format failures |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in result["rows"]:
         em = row["cover_em"]
         lines.append(
-            f"| {row['strategy']} | {row['n']} | {em['mean'] * 100:.1f} "
+            f"| {row['model']} | {row['strategy']} | {row['n']} | {em['mean'] * 100:.1f} "
             f"[{em['lo'] * 100:.0f}, {em['hi'] * 100:.0f}] | {row['right']['one-fact']} "
             f"| {row['right']['multi-hop']} | {_delta(row['vs_single_step'])} "
             f"| {row['llm_calls']['mean']:.2f} | {row['seconds']['mean']:.1f} "
@@ -164,8 +183,11 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    config = demo_config(args.model)
-    result = build_result(config, run_rows(args, config))
+    rows = []
+    for spec in (m.strip() for m in args.models.split(",") if m.strip()):
+        config = demo_config(spec)
+        rows += model_rows(chat_model(config), run_rows(args, config))
+    result = build_result(rows)
     out = Path(args.out)
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     md = out.with_suffix(".md")

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from rag_complexity_agents.config import Config
 from rag_complexity_agents.corpus.demo import load_demo_questions
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -52,10 +51,11 @@ def test_rows_count_right_answers_by_hop_count_and_pair_with_single_step(bench: 
         "plan_execute": _lines(one_fact | some_multi_hop),
         bench.DEFAULT_PIPELINE: _lines(some_multi_hop),
     }
-    result = bench.build_result(Config(models={"chat": "llamacpp:some-model"}), lines)
-    assert result["model"] == "llamacpp:some-model"
+    other = bench.model_rows("llamacpp:other", {name: _lines(set()) for name in lines})
+    result = bench.build_result([*bench.model_rows("llamacpp:some-model", lines), *other])
+    assert result["models"] == ["llamacpp:some-model", "llamacpp:other"]
     assert result["questions"] == {"one-fact": len(one_fact), "multi-hop": len(multi_hop)}
-    rows = {row["strategy"]: row for row in result["rows"]}
+    rows = {row["strategy"]: row for row in result["rows"] if row["model"].endswith("some-model")}
     assert rows["single_step"]["right"] == {"one-fact": len(one_fact), "multi-hop": 0}
     assert rows["plan_execute"]["right"] == {"one-fact": len(one_fact), "multi-hop": 3}
     assert rows["single_step"]["vs_single_step"] is None
@@ -67,6 +67,7 @@ def test_rows_count_right_answers_by_hop_count_and_pair_with_single_step(bench: 
 
     markdown = bench.render_markdown(result, "")
     assert f"({len(one_fact)} one-fact, {len(multi_hop)} multi-hop)" in markdown
-    table = [line for line in markdown.splitlines() if line.startswith("| plan_execute |")]
-    assert table and f"| {len(one_fact)} | 3 |" in table[0]
+    table = [line for line in markdown.splitlines() if "| plan_execute |" in line]
+    assert len(table) == 2 and f"| {len(one_fact)} | 3 |" in table[0]
+    assert table[1].startswith("| llamacpp:other |") and "| 0 | 0 |" in table[1]
     assert "_Analysis pending._" in markdown
