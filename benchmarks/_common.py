@@ -3,16 +3,20 @@
 Import it first (``from _common import REPO, ...``; a script's own folder is on ``sys.path``):
 it keeps Hugging Face, Chroma and LangSmith offline and puts the repository on ``sys.path``
 so the scripts run from a checkout without installing. It also holds the analysis block that
-a rerun keeps in a results markdown file, and a one-line machine description.
+a rerun keeps in a results markdown file, the writer of a JSON result and its markdown, and a
+one-line machine description.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 for _key, _value in {
     "HF_HUB_OFFLINE": "1",
@@ -47,3 +51,15 @@ def analysis_block(text: str, placeholder: str = "_Analysis pending._") -> list[
 def machine() -> str:
     """E.g. ``x86_64, 2 cores, Python 3.11.7``."""
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def write_results(
+    result: dict[str, Any], out: Path, render: Callable[[dict[str, Any], str], str]
+) -> None:
+    """``out`` (JSON) and its markdown ``render(result, analysis)``, keeping the markdown's
+    analysis block."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    md = out.with_suffix(".md")
+    md.write_text(render(result, read_analysis(md)), encoding="utf-8")
+    print(f"wrote {out} and {md}", flush=True)

@@ -17,7 +17,6 @@ Resumable (harness run files under ``<cache>/demo_questions_runs`` and the LLM c
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from collections.abc import Callable, Sequence
 from datetime import date
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import end_to_end as e2e
-from _common import REPO, analysis_block, machine, read_analysis
+from _common import REPO, analysis_block, machine, write_results
 
 from rag_complexity_agents.config import Config, default_home
 from rag_complexity_agents.config.pipelines import DEFAULT_PIPELINE
@@ -188,11 +187,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         config = demo_config(spec)
         rows += model_rows(chat_model(config), run_rows(args, config))
     result = build_result(rows)
-    out = Path(args.out)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    md = out.with_suffix(".md")
-    md.write_text(render_markdown(result, read_analysis(md)), encoding="utf-8")
-    print(f"wrote {out} and {md}")
+    write_results(result, Path(args.out), render_markdown)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import end_to_end as e2e
-from _common import DEFAULT_DATA, REPO, analysis_block, machine, read_analysis
+from _common import DEFAULT_DATA, REPO, analysis_block, machine, write_results
 
 from rag_complexity_agents.agents.context import derive_components
 from rag_complexity_agents.config import default_home
@@ -222,11 +222,7 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     result = build_result(args, run_rows(args))
-    out = Path(args.out)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    md = out.with_suffix(".md")
-    md.write_text(render_markdown(result, read_analysis(md)), encoding="utf-8")
-    print(f"wrote {out} and {md}")
+    write_results(result, Path(args.out), render_markdown)
 
 
 if __name__ == "__main__":

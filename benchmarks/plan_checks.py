@@ -42,7 +42,7 @@ from typing import Any
 
 import adaptive
 import end_to_end as e2e
-from _common import DEFAULT_DATA, REPO, analysis_block, machine, read_analysis
+from _common import DEFAULT_DATA, REPO, analysis_block, machine, write_results
 
 from rag_complexity_agents.agents.context import derive_components
 from rag_complexity_agents.agents.registry import build_pipeline
@@ -331,13 +331,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         "machine": machine(),
         "date": date.today().isoformat(),
     }
-    out = Path(args.out)
-    md = out.with_suffix(".md")
     for model in args.models:  # written after each model: a partial result can be committed
         result["runs"].append(run_model(args, model))
-        out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-        md.write_text(render_markdown(result, read_analysis(md)), encoding="utf-8")
-        print(f"wrote {out} and {md}", flush=True)
+        write_results(result, Path(args.out), render_markdown)
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import ANALYSIS_END, ANALYSIS_START, REPO, machine, read_analysis
+from _common import ANALYSIS_END, ANALYSIS_START, REPO, machine, write_results
 
 from rag_complexity_agents.complexity.rrcp import (
     METHODS,
@@ -855,15 +855,6 @@ def subset_per_class(items: Sequence[Item], n: int) -> list[Item]:
     return out
 
 
-def write_results(result: dict[str, Any], out: Path) -> None:
-    """``out`` (JSON) and its markdown, keeping the markdown's analysis block."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    md = out.with_suffix(".md")
-    md.write_text(render_markdown(result, read_analysis(md)), encoding="utf-8")
-    print(f"wrote {out} and {md}", flush=True)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
@@ -875,14 +866,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         pass
     out = Path(args.out)
     try:
-        result = run(args, argv, lambda partial: write_results(partial, out))
+        result = run(args, argv, lambda partial: write_results(partial, out, render_markdown))
     except RCAError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted; rerun the same command to continue", file=sys.stderr)
         return 130
-    write_results(result, out)
+    write_results(result, out, render_markdown)
     if not all(math.isfinite(r["f1"]) for r in result["rows"]):
         return 1
     return 0
