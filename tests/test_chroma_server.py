@@ -40,7 +40,7 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.time() + 30
+        deadline = time.time() + 120  # generous: a loaded machine starts it slowly
         while True:
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1)
