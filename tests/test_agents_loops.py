@@ -1104,6 +1104,28 @@ def test_final_answer_preferences() -> None:
     assert shorten_answer("No closing clause here") == ""
 
 
+def test_a_mer_answer_that_repeats_the_last_query_gives_way_to_the_loop() -> None:
+    from rag_complexity_agents.agents.answer import echoes_last_query, final_answer
+
+    steps = [
+        {"index": 0, "sub_question": "Who published The North Star?", "answer": "Douglass"},
+        {"index": 1, "sub_question": "Who married Douglass?", "answer": "Helen Pitts"},
+    ]
+    state: Any = {"question": "Who married the publisher of The North Star?", "steps": steps}
+    assert echoes_last_query("Douglass", state)  # the bridge again, not the last hop's answer
+    assert not echoes_last_query("Helen Pitts", state) and not echoes_last_query("Anna", state)
+    # the last step echoing too leaves nothing better to fall back on
+    echoing = [steps[0], {**steps[1], "answer": "Douglass"}]
+    assert not echoes_last_query("Douglass", {**state, "steps": echoing})
+    mer = {"answer": "Douglass", "extraction": "marker", "echo": True}
+    assert final_answer({**state, "mer": mer, "loop_answer": "Helen Pitts"}) == (
+        "Helen Pitts",
+        "loop (MER's answer repeats the last step's query)",
+    )
+    unmarked = {**state, "mer": {**mer, "echo": False}, "loop_answer": "Helen Pitts"}
+    assert final_answer(unmarked)[0] == "Douglass"  # agents.reject_echo off: MER's stands
+
+
 def test_mer_copying_an_exemplar_is_ignored(parts: Components) -> None:
     script = spirited(mer="[Reasoning]: ...\n[Final Answer]: William Godwin")
     result, _ = run(parts, "self_ask_sunar_mer", script)

@@ -202,14 +202,20 @@ def test_an_echoed_sub_answer_is_asked_for_again(parts: Components) -> None:
             "Follow up: Where was Hayao Miyazaki born?",
             "So the final answer is: Japan",
         ],
-        answer=["Spirited Away", "Hayao Miyazaki", "Hayao Miyazaki", "Hayao Miyazaki"],
+        answer=["Spirited Away", "Hayao Miyazaki"],
+        quote=[
+            "Evidence: directed by Hayao Miyazaki\nAnswer: Hayao Miyazaki",
+            "Evidence: Hayao Miyazaki was born in Tokyo\nAnswer: Hayao Miyazaki",
+        ],
     )
     echo = {"mer": False, "reject_echo": True}
     result, chat = run(parts, "self_ask", script, agents=echo)
     steps = result.trace["steps"]
-    # asked again with the echo ruled out; an echo given twice becomes "unknown"
+    # asked again, quoting its evidence, with the echo ruled out; an echo given twice
+    # becomes "unknown"
     assert [s["answer"] for s in steps] == ["Hayao Miyazaki", "unknown"]
-    answers = humans(chat, "answer")
-    assert len(answers) == 4 and '(Not "Spirited Away"' in answers[1]
-    assert '(Not "Hayao Miyazaki"' in answers[3]
+    assert len(humans(chat, "answer")) == 2
+    again = humans(chat, "quote")
+    assert len(again) == 2 and '(Not "Spirited Away"' in again[0]
+    assert '(Not "Hayao Miyazaki"' in again[1]
     assert result.trace["llm_calls"] == len(chat.calls)

@@ -69,6 +69,23 @@ def echoes_question(answer: str, query: str) -> bool:
     return "or" not in normalize_answer(query).split() and bool(cover_em(query, answer))
 
 
+def echoes_last_query(answer: str, state: AgentState) -> bool:
+    """Whether ``answer`` only repeats what the query of the last answered step names (e.g.
+    the bridge entity: "Henry Baring" for "Who is the father of Henry Baring?") while that
+    step's own answer does not: MER then answered the chain's middle, not its end."""
+    steps = [s for s in steps_of(state) if s.get("answer")]
+    if not steps:
+        return False
+    last = max(steps, key=lambda s: int(s.get("index", 0)))
+    query = step_query(state, int(last.get("index", 0)))
+    own = str(last.get("answer") or "")
+    return (
+        echoes_question(answer, query)
+        and normalize_answer(own) not in UNANSWERED
+        and not echoes_question(own, query)
+    )
+
+
 def supported(answer: str, state: AgentState, ctx: AgentContext) -> bool:
     """Whether the evidence supports ``answer``: it occurs as a whole run of tokens in the
     title or text of a passage some step was answered from (:func:`shown_docs`). A yes/no
@@ -129,7 +146,9 @@ def answer_from_evidence(
     With ``quote`` (and passages) the model copies the words that answer first
     (:data:`QUOTE_TOKENS` more tokens; a :class:`~.structured.QuotedAnswer`); a quoting reply
     that ends before its answer (a long quote cut at the token budget) is asked again with
-    the plain prompt."""
+    the plain prompt. With ``agents.reject_echo``, an answer that only repeats what the
+    sub-question names (:func:`echoes_question`) is asked for once more, quoting the evidence
+    first and with that answer ruled out; an echo again becomes 'unknown'."""
     sub = step_query(state, step)
     docs = [doc_from_record(d) for d in shown_docs(ctx, state, step)]
     quote = quote and bool(docs)
@@ -167,13 +186,14 @@ def answer_from_evidence(
     if ctx.agents.reject_echo and docs and echoes_question(answer, sub):
         echo = answer
         counted: Any = {**state, **update}  # the state after the first call's costs
-        reply, answer, again = ask(counted, ruled_out=echo)
+        reply, answer, again = ask(counted, ruled_out=echo, quoting=True)
         update.update(again)
         if echoes_question(answer, sub):
             answer = UNKNOWN_ANSWER
         update["notes"] = [
             *(update.get("notes") or state.get("notes") or []),
-            f"step {step}: the sub-answer {echo!r} repeats its query; asked again: {answer!r}",
+            f"step {step}: the sub-answer {echo!r} repeats its query; asked again, quoting: "
+            f"{answer!r}",
         ]
     return reply, answer, update
 
@@ -213,6 +233,7 @@ def mer_node(state: AgentState, ctx: AgentContext) -> Update:
         "mer": {
             "answer": answer,
             "extraction": method,
+            "echo": ctx.agents.reject_echo and echoes_last_query(answer, state),
             "output": output,
             "reasoning_path": [list(p) for p in path],
             "evidence": without_text([doc_record(d, max_chars=ctx.keep_chars) for d in evidence]),
@@ -260,7 +281,9 @@ def final_answer(state: Mapping[str, Any], abstain: AbstainMode = "exemplar") ->
 
 def chosen_answer(state: Mapping[str, Any]) -> tuple[str, str]:
     """(answer, where it came from), in this order: the loop's answer when MER's is a
-    sentence that contains it (the two agree, and MER was asked for a short answer); MER's
+    sentence that contains it (the two agree, and MER was asked for a short answer) or, with
+    ``agents.reject_echo``, only repeats what the last step's query names
+    (:func:`echoes_last_query`); MER's
     answer when it followed the format or is short; the closing clause of a long unformatted
     MER reply; the loop's answer; the long MER reply; the last intermediate answer;
     'unknown'."""
@@ -273,6 +296,8 @@ def chosen_answer(state: Mapping[str, Any]) -> tuple[str, str]:
         and cover_em(mer_answer, [loop_answer])
     ):
         return loop_answer, "loop (MER's sentence agrees)"
+    if mer.get("echo") and loop_answer not in ("", UNKNOWN_ANSWER, NOT_FOUND):
+        return loop_answer, "loop (MER's answer repeats the last step's query)"
     if mer_answer:
         if mer.get("extraction") in ("structured", "marker", "answer_is", "answer_line") or (
             len(mer_answer.split()) <= MER_SHORT_WORDS

@@ -454,11 +454,11 @@ class AgentsConfig(BaseModel):
     reject_echo: bool = Field(
         False,
         description="A sub-answer that only repeats what its own query names (e.g. 'Who "
-        "played George VI?' → 'George VI', or the previous hop's answer) is asked for once "
-        "more with that answer ruled out, then becomes 'unknown'; not for questions offering "
-        "a choice ('A or B'). Opt-in: on 20 MuSiQue dev questions the 1.5B model repeated "
-        "the echo every time it was asked again (benchmarks/results/decomposition_dev.md). "
-        "Not in the paper.",
+        "married Frederick Douglass?' → 'Frederick Douglass', the previous hop's answer) is "
+        "asked for once more, quoting its evidence first, with that answer ruled out, then "
+        "becomes 'unknown'; and a MER answer that only repeats what the last step's query "
+        "names gives way to the loop's answer. Not for questions offering a choice ('A or "
+        "B'). Opt-in (benchmarks/results/end_to_end.md). Not in the paper.",
     )
     stop: Literal["model", "evidence"] = Field(
         "model",
