@@ -172,6 +172,18 @@ def test_final_answer_abstains_on_an_unsupported_exemplar_answer() -> None:
     assert final_answer(ungrounded, "ungrounded")[0] == NOT_FOUND
 
 
+def test_a_passage_label_is_not_an_answer() -> None:
+    from rag_complexity_agents.agents.parsers import names_passage
+
+    for label in ("[1]", "[ 2 ].", "Passage 2", "Evidence [1]", "[1] and [3]", "Document #3"):
+        assert names_passage(label), label
+    for answer in ("12", "1832", "Apollo 11", "[1] Colin Firth", "Evidence", "Colin Firth"):
+        assert not names_passage(answer), answer
+    state = {**_retrieved("Colin Firth played King George VI."), "loop_answer": "[1]"}
+    answer, source = final_answer(state)
+    assert answer == NOT_FOUND and "label" in source
+
+
 @pytest.fixture(scope="module")
 def parts(tmp_path_factory: pytest.TempPathFactory) -> Components:
     home: Path = demo_home(tmp_path_factory.getbasetemp())

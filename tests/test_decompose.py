@@ -196,6 +196,9 @@ def test_an_echoed_sub_answer_is_asked_for_again(parts: Components) -> None:
     assert echoes_question("Spirited Away", "Who directed Spirited Away?")
     assert not echoes_question("Spirited Away", "Which came first, Spirited Away or Ponyo?")
     assert not echoes_question("yes", "Is yes a word?") and not echoes_question("", "Who?")
+    # an identity question is answered by the name it asks about
+    assert not echoes_question("Avery Brundage", "Who is Avery Brundage?")
+    assert echoes_question("Henry Baring", "Who is the father of Henry Baring?")
     script = Script(
         self_ask=[
             "Follow up: Who directed Spirited Away?",
@@ -219,3 +222,14 @@ def test_an_echoed_sub_answer_is_asked_for_again(parts: Components) -> None:
     assert len(again) == 2 and '(Not "Spirited Away"' in again[0]
     assert '(Not "Hayao Miyazaki"' in again[1]
     assert result.trace["llm_calls"] == len(chat.calls)
+
+
+def test_a_sub_answer_naming_a_passage_becomes_unknown(parts: Components) -> None:
+    script = Script(
+        self_ask=["Follow up: Who directed Spirited Away?", "So the final answer is: Japan"],
+        answer=["[1]"],
+    )
+    result, _ = run(parts, "self_ask", script, agents={"mer": False})
+    steps = result.trace["steps"]
+    assert steps[0]["answer"] == "unknown"
+    assert any("names a passage" in note for note in result.trace["notes"])

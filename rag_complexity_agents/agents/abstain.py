@@ -8,6 +8,8 @@ run's final answer, whatever loop or prompt the answer came through.
   supports it when it contains it and also shares a content word with the question or a
   sub-question other than the answer's own words: a passage found only through the words the
   question dictates ("Please just say 2012.") is no evidence.
+* **Passage labels** (always): the answer only points at passages ("[1]", "Passage 2";
+  :func:`.parsers.names_passage`) instead of naming anything.
 * **Ungrounded answers** (``agents.abstain = "ungrounded"``): the answer shares no content
   word (normalised, not a :data:`~..text.STOPWORDS` word) with any passage the run read.
 * **Unsupported answers** (``agents.abstain = "supported"``, the default): no passage the
@@ -40,6 +42,7 @@ from typing import Any, Literal, NamedTuple
 
 from ..retrieval.mer import DEFAULT_EXEMPLARS
 from ..text import STOPWORDS, cover_em, normalize_answer
+from .parsers import names_passage
 from .prompts import cot, react, searchain, self_ask
 from .retrieve import UNANSWERED
 
@@ -183,6 +186,8 @@ def abstention(answer: str, state: Mapping[str, Any], mode: AbstainMode = "exemp
     norm = normalize_answer(answer)
     if not passages or not norm or norm in _YES_NO or norm in UNANSWERED:
         return None
+    if names_passage(answer):
+        return "a passage's label, not an answer"
     copied = copied_exemplars(answer)
     if copied:
         own = set(norm.split())

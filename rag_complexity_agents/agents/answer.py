@@ -16,6 +16,7 @@ from ..text import as_text, cover_em, normalize_answer
 from ..types import ScoredDoc
 from .abstain import NOT_FOUND, AbstainMode, abstention
 from .context import AgentContext
+from .parsers import names_passage
 from .prompts import no_retrieval
 from .prompts import single_step as single_step_prompt
 from .retrieve import UNANSWERED
@@ -37,6 +38,8 @@ MER_SHORT_WORDS = 8
 QUOTE_TOKENS = 64
 """Tokens added to ``agents.answer_max_tokens`` for an answer that quotes its evidence."""
 _COPULA = re.compile(r"\b(?:is|was|are|were)\s+", re.IGNORECASE)
+_IDENTITY = frozenset({"who", "what", "is", "was", "are", "were"})
+"""The words of an identity question ("Who is X?") besides the name it asks about."""
 
 
 def _step_query(state: AgentState, step: int) -> str:
@@ -62,11 +65,16 @@ def shown_docs(ctx: AgentContext, state: AgentState, step: int) -> list[DocRecor
 
 def echoes_question(answer: str, query: str) -> bool:
     """Whether ``answer`` only repeats what ``query`` names (it occurs in it as a whole run of
-    tokens), for a query that offers no choice ("A or B"); never for yes / no / unknown."""
+    tokens), for a query that offers no choice ("A or B") and asks about more than the name
+    itself ("Who is Avery Brundage?" is answered by the name); never for yes / no /
+    unknown."""
     norm = normalize_answer(answer)
     if not norm or norm in YES_NO or norm in UNANSWERED:
         return False
-    return "or" not in normalize_answer(query).split() and bool(cover_em(query, answer))
+    asked = normalize_answer(query).split()
+    if "or" in asked or set(asked) - _IDENTITY <= set(norm.split()):
+        return False
+    return bool(cover_em(query, answer))
 
 
 def echoes_last_query(answer: str, state: AgentState) -> bool:
@@ -183,6 +191,13 @@ def answer_from_evidence(
         return reply, answer, update
 
     reply, answer, update = ask(state)
+    if names_passage(answer):
+        update["notes"] = [
+            *(update.get("notes") or state.get("notes") or []),
+            f"step {step}: the sub-answer {answer!r} names a passage, not an answer; "
+            f"taken as {UNKNOWN_ANSWER!r}",
+        ]
+        answer = UNKNOWN_ANSWER
     if ctx.agents.reject_echo and docs and echoes_question(answer, sub):
         echo = answer
         counted: Any = {**state, **update}  # the state after the first call's costs

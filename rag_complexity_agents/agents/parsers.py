@@ -60,6 +60,21 @@ _QUERY_LABEL = re.compile(
 _SENTENCE_END = re.compile(r"(?<=[^\s.]{2}[.!?])\s+(?=[A-Z\"'(\[])")
 
 
+_LABEL_WORD = r"(?:evidence|passage|document|source|context)s?[ \t]*"
+_BRACKETED = r"\[[ \t]*\d{1,2}[ \t]*\]"
+_PASSAGE_LABEL = re.compile(
+    rf"[ \t]*(?:(?:{_LABEL_WORD})?{_BRACKETED}|{_LABEL_WORD}#?\d{{1,2}})"
+    rf"(?:[ \t]*(?:,|and|&)?[ \t]*{_BRACKETED})*[ \t.]*",
+    re.IGNORECASE,
+)
+
+
+def names_passage(answer: str) -> bool:
+    """Whether ``answer`` only points at passages by their labels ("[1]", "Passage 2",
+    "[1] and [3]") instead of giving an answer; a bare number ("12") is an answer."""
+    return bool(_PASSAGE_LABEL.fullmatch(answer))
+
+
 def has_content(text: str) -> bool:
     return any(ch.isalnum() for ch in text)
 
