@@ -298,20 +298,20 @@ def chosen_answer(state: Mapping[str, Any]) -> tuple[str, str]:
     """(answer, where it came from), in this order: the loop's answer when MER's is a
     sentence that contains it (the two agree, and MER was asked for a short answer) or, with
     ``agents.reject_echo``, only repeats what the last step's query names
-    (:func:`echoes_last_query`); MER's
-    answer when it followed the format or is short; the closing clause of a long unformatted
-    MER reply; the loop's answer; the long MER reply; the last intermediate answer;
-    'unknown'."""
+    (:func:`echoes_last_query`); MER's answer when it followed the format or is short; the
+    closing clause of a long unformatted MER reply; the loop's answer; the long MER reply;
+    the last intermediate answer; 'unknown'."""
     mer = state.get("mer") or {}
     mer_answer = str(mer.get("answer") or "")
     loop_answer = str(state.get("loop_answer") or "")
+    loop_answered = loop_answer not in ("", UNKNOWN_ANSWER, NOT_FOUND)
     if (
-        len(mer_answer.split()) > MER_SHORT_WORDS
-        and loop_answer not in ("", UNKNOWN_ANSWER, NOT_FOUND)
+        loop_answered
+        and len(mer_answer.split()) > MER_SHORT_WORDS
         and cover_em(mer_answer, [loop_answer])
     ):
         return loop_answer, "loop (MER's sentence agrees)"
-    if mer.get("echo") and loop_answer not in ("", UNKNOWN_ANSWER, NOT_FOUND):
+    if loop_answered and mer.get("echo"):
         return loop_answer, "loop (MER's answer repeats the last step's query)"
     if mer_answer:
         if mer.get("extraction") in ("structured", "marker", "answer_is", "answer_line") or (
