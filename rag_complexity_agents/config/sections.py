@@ -458,7 +458,8 @@ class AgentsConfig(BaseModel):
         "asked for once more, quoting its evidence first, with that answer ruled out, then "
         "becomes 'unknown'; and a MER answer that only repeats what the last step's query "
         "names gives way to the loop's answer. Not for questions offering a choice ('A or "
-        "B') nor for identity questions ('Who is Avery Brundage?'). Opt-in (benchmarks/results/end_to_end.md). Not in the paper.",
+        "B') nor for identity questions ('Who is Avery Brundage?'). Opt-in "
+        "(benchmarks/results/end_to_end.md). Not in the paper.",
     )
     stop: Literal["model", "evidence"] = Field(
         "model",
