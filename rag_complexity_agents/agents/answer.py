@@ -42,6 +42,12 @@ _IDENTITY = frozenset({"who", "what", "is", "was", "are", "were"})
 """The words of an identity question ("Who is X?") besides the name it asks about."""
 
 
+def add_note(update: Update, state: Mapping[str, Any], note: str) -> None:
+    """Append ``note`` to the run's notes in ``update`` (those of ``state`` when ``update``
+    has none yet)."""
+    update["notes"] = [*(update.get("notes") or state.get("notes") or []), note]
+
+
 def _step_query(state: AgentState, step: int) -> str:
     """The query ``step`` retrieved and is answered for when it differs from its sub-question
     (e.g. with the bridge entity added); '' otherwise."""
@@ -181,10 +187,11 @@ def answer_from_evidence(
             after: Any = {**counted, **update}
             reply, answer, again = ask(after, ruled_out, quoting=False)
             update.update(again)
-            update["notes"] = [
-                *(update.get("notes") or counted.get("notes") or []),
+            add_note(
+                update,
+                counted,
                 f"step {step}: the quoting reply gave no answer; asked without quoting",
-            ]
+            )
             return reply, answer, update
         if not answer:
             record_format_failure("sub_answer")
@@ -192,11 +199,12 @@ def answer_from_evidence(
 
     reply, answer, update = ask(state)
     if names_passage(answer):
-        update["notes"] = [
-            *(update.get("notes") or state.get("notes") or []),
+        add_note(
+            update,
+            state,
             f"step {step}: the sub-answer {answer!r} names a passage, not an answer; "
             f"taken as {UNKNOWN_ANSWER!r}",
-        ]
+        )
         answer = UNKNOWN_ANSWER
     if ctx.agents.reject_echo and docs and echoes_question(answer, sub):
         echo = answer
@@ -205,11 +213,12 @@ def answer_from_evidence(
         update.update(again)
         if echoes_question(answer, sub):
             answer = UNKNOWN_ANSWER
-        update["notes"] = [
-            *(update.get("notes") or state.get("notes") or []),
+        add_note(
+            update,
+            state,
             f"step {step}: the sub-answer {echo!r} repeats its query; asked again, quoting: "
             f"{answer!r}",
-        ]
+        )
     return reply, answer, update
 
 
