@@ -63,6 +63,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
 WHOLE_TEXT: dict[str, Callable[[str], Any]] = {
     "grade.split_sentences": split_sentences,
     "llamacpp.read_tool_reply": read_tool_reply,
+    "agents.names_passage": parsers.names_passage,
 }
 
 #: Repeated units that made parsers backtrack or rescan and format fragments.
@@ -165,6 +166,7 @@ def test_grade_parsers_keep_their_meaning() -> None:
 @example(text="1" * 5000)
 @example(text='{"answer": ' + "1" * 5000 + "}")
 @example(text="J. R. " * 20_000)
+@example(text="[1]" + " " * 100_000 + "x")
 def test_whole_text_readers_never_raise(name: str, text: str) -> None:
     result = _call(WHOLE_TEXT[name], text)
     assert not isinstance(result, BaseException) or isinstance(result, RCAError)

@@ -69,10 +69,15 @@ _PASSAGE_LABEL = re.compile(
 )
 
 
+_LABELS_MAX_CHARS = 40
+"""Longer answers are not label lists (and the pattern never reads a long text)."""
+
+
 def names_passage(answer: str) -> bool:
     """Whether ``answer`` only points at passages by their labels ("[1]", "Passage 2",
     "[1] and [3]") instead of giving an answer; a bare number ("12") is an answer."""
-    return bool(_PASSAGE_LABEL.fullmatch(answer))
+    text = " ".join(answer.split())
+    return len(text) <= _LABELS_MAX_CHARS and bool(_PASSAGE_LABEL.fullmatch(text))
 
 
 def has_content(text: str) -> bool:
