@@ -132,6 +132,7 @@ _PLAN = (
     "agents.quote_evidence",
     "agents.bridge_votes",
     "agents.reject_echo",
+    "agents.check_kind",
     "agents.mer",
 )
 
@@ -174,6 +175,7 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
             ("plan_execute_mer_tidy", "Plan-and-execute + MER, plans checked before they run"),
             ("plan_execute_mer_one_step", "Plan-and-execute + MER, a one-step exemplar first"),
             ("plan_execute_mer_echo", "Plan-and-execute + MER, echoed answers asked again"),
+            ("plan_execute_mer_kind", "Plan-and-execute + MER, wrong-kind answers asked again"),
         )
     },
     "plan_execute_nar": ("Plan-and-execute + NAR", (*_NAR, *_PLAN[len(_RETRIEVAL) :])),
@@ -210,6 +212,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "plan_execute_mer_tidy": ("plan_execute_mer", {"agents.tidy_plans": True}),
     "plan_execute_mer_one_step": ("plan_execute_mer", {"agents.one_step_exemplar": True}),
     "plan_execute_mer_echo": ("plan_execute_mer", {"agents.reject_echo": True}),
+    "plan_execute_mer_kind": ("plan_execute_mer", {"agents.check_kind": True}),
 }
 CEILINGS = ("gold_evidence", "gold_decomposition", "gold_bridges")
 #: The variant that is the default pipeline with MER switched off (MER's pooled comparison).

@@ -15,7 +15,6 @@ import pytest
 from agent_fakes import Script, ScriptedChat, demo_config, demo_home
 
 from rag_complexity_agents.agents.plan_execute import (
-    asks_for,
     beyond_the_question,
     called_for,
     chained_step,
@@ -592,23 +591,6 @@ def test_beyond_the_question(plan: list[str], kept: list[str]) -> None:
 )
 def test_named_steps(plan: list[str], question: str, tidied: list[str]) -> None:
     assert named_steps(plan, question) == tidied
-
-
-@pytest.mark.parametrize(
-    ("question", "kind"),
-    [
-        ("When did Jaws come out?", "time"),
-        ("In what year was Harvard founded?", "time"),
-        ("Where was Mozart born?", "place"),
-        ("In which country is Ulm?", "place"),
-        ("Who founded Studio Ghibli?", "person"),
-        ("How many moons has Mars?", "number"),
-        ("What is the capital of #1?", None),
-        ("The city where X was born is in which country?", None),
-    ],
-)
-def test_asks_for(question: str, kind: str | None) -> None:
-    assert asks_for(question) == kind
 
 
 WEST = "Which city served as the capital of West Germany from 1949 to 1990?"

@@ -233,3 +233,23 @@ def test_a_sub_answer_naming_a_passage_becomes_unknown(parts: Components) -> Non
     steps = result.trace["steps"]
     assert steps[0]["answer"] == "unknown"
     assert any("names a passage" in note for note in result.trace["notes"])
+
+
+def test_a_sub_answer_of_the_wrong_kind_is_asked_for_again(parts: Components) -> None:
+    script = Script(
+        self_ask=[
+            "Follow up: Who directed Spirited Away?",
+            "Follow up: Where was Hayao Miyazaki born?",
+            "So the final answer is: Tokyo",
+        ],
+        answer=["Hayao Miyazaki", "January 5, 1941"],
+        quote=["Evidence: born in Tokyo\nAnswer: Tokyo"],
+    )
+    result, chat = run(parts, "self_ask", script, agents={"mer": False, "check_kind": True})
+    # a date for "Where ...?" is asked for again, quoting, with the date ruled out; a person
+    # for "Who ...?" is left alone
+    assert [s["answer"] for s in result.trace["steps"]] == ["Hayao Miyazaki", "Tokyo"]
+    (again,) = humans(chat, "quote")
+    assert '(Not "January 5, 1941": the question asks for a place.)' in again
+    assert any("is not a place; asked again" in note for note in result.trace["notes"])
+    assert result.trace["llm_calls"] == len(chat.calls)

@@ -4,7 +4,7 @@ choice of the run's final answer."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..config.pipelines import NAR_STRATEGIES
@@ -16,6 +16,7 @@ from ..text import as_text, cover_em, normalize_answer
 from ..types import ScoredDoc
 from .abstain import NOT_FOUND, AbstainMode, abstention
 from .context import AgentContext
+from .kinds import KIND_NAMES, Kind, asks_for, not_of_kind
 from .parsers import names_passage
 from .prompts import no_retrieval
 from .prompts import single_step as single_step_prompt
@@ -136,15 +137,17 @@ def answer_messages(
     docs: Sequence[ScoredDoc],
     *,
     ruled_out: str = "",
+    why: str = single_step_prompt.ECHO,
     quote: bool = False,
 ) -> list[tuple[str, str]]:
     """The prompt that answers ``query`` from ``docs`` (the single-step prompt; with
-    ``quote``, the one that copies its evidence first), or from the model alone when there
-    are none (the no-retrieval prompt)."""
+    ``quote``, the one that copies its evidence first; ``ruled_out``: an earlier answer to
+    avoid, for the reason ``why``), or from the model alone when there are none (the
+    no-retrieval prompt)."""
     if not docs:
         return [("system", no_retrieval.SYSTEM), ("human", no_retrieval.user_message(query))]
     message = single_step_prompt.user_message(
-        query, docs, max_chars=ctx.config.answer.passage_chars, ruled_out=ruled_out
+        query, docs, max_chars=ctx.config.answer.passage_chars, ruled_out=ruled_out, why=why
     )
     system = single_step_prompt.QUOTE_SYSTEM if quote else single_step_prompt.SYSTEM
     return [("system", system), ("human", message)]
@@ -162,18 +165,23 @@ def answer_from_evidence(
     that ends before its answer (a long quote cut at the token budget) is asked again with
     the plain prompt. With ``agents.reject_echo``, an answer that only repeats what the
     sub-question names (:func:`echoes_question`) is asked for once more, quoting the evidence
-    first and with that answer ruled out; an echo again becomes 'unknown'."""
+    first and with that answer ruled out; an echo again becomes 'unknown'. With
+    ``agents.check_kind``, so is an answer that plainly is not of the kind the sub-question
+    asks for (:func:`~.kinds.not_of_kind`: a date for "Where ...?")."""
     sub = step_query(state, step)
     docs = [doc_from_record(d) for d in shown_docs(ctx, state, step)]
     quote = quote and bool(docs)
 
     def ask(
-        counted: AgentState, ruled_out: str = "", quoting: bool = quote
+        counted: AgentState,
+        ruled_out: str = "",
+        why: str = single_step_prompt.ECHO,
+        quoting: bool = quote,
     ) -> tuple[ChatReply, str, Update]:
         obj, reply, update = ask_step(
             ctx,
             counted,
-            answer_messages(ctx, sub, docs, ruled_out=ruled_out, quote=quoting),
+            answer_messages(ctx, sub, docs, ruled_out=ruled_out, why=why, quote=quoting),
             kind="sub_answer",
             max_tokens=ctx.agents.answer_max_tokens + (QUOTE_TOKENS if quoting else 0),
             stop=["\n\n"],
@@ -185,7 +193,7 @@ def answer_from_evidence(
             answer = (quoted_answer if quoting else extract_short_answer)(reply.text)
         if not answer and quoting:  # the quote used up its tokens (or stopped) before 'Answer:'
             after: Any = {**counted, **update}
-            reply, answer, again = ask(after, ruled_out, quoting=False)
+            reply, answer, again = ask(after, ruled_out, why, quoting=False)
             update.update(again)
             add_note(
                 update,
@@ -206,20 +214,42 @@ def answer_from_evidence(
             f"taken as {UNKNOWN_ANSWER!r}",
         )
         answer = UNKNOWN_ANSWER
-    if ctx.agents.reject_echo and docs and echoes_question(answer, sub):
-        echo = answer
-        counted: Any = {**state, **update}  # the state after the first call's costs
-        reply, answer, again = ask(counted, ruled_out=echo, quoting=True)
-        update.update(again)
-        if echoes_question(answer, sub):
-            answer = UNKNOWN_ANSWER
-        add_note(
-            update,
-            state,
-            f"step {step}: the sub-answer {echo!r} repeats its query; asked again, quoting: "
-            f"{answer!r}",
-        )
+    kind = asks_for(sub)
+    checks: list[tuple[bool, Callable[[str], bool], str, str]] = [
+        (
+            ctx.agents.reject_echo,
+            lambda a: echoes_question(a, sub),
+            single_step_prompt.ECHO,
+            "repeats its query",
+        ),
+        (
+            ctx.agents.check_kind,
+            lambda a: _off_kind(a, kind),
+            f"the question asks for {KIND_NAMES[kind]}." if kind else "",
+            f"is not {KIND_NAMES[kind]}" if kind else "",
+        ),
+    ]
+    for on, wrong, why, what in checks:
+        if on and docs and wrong(answer):
+            first = answer
+            counted: Any = {**state, **update}  # the state after the earlier calls' costs
+            reply, answer, again = ask(counted, ruled_out=first, why=why, quoting=True)
+            update.update(again)
+            if wrong(answer):
+                answer = UNKNOWN_ANSWER
+            add_note(
+                update,
+                state,
+                f"step {step}: the sub-answer {first!r} {what}; asked again, quoting: {answer!r}",
+            )
+            break
     return reply, answer, update
+
+
+def _off_kind(answer: str, kind: Kind | None) -> bool:
+    """:func:`~.kinds.not_of_kind`, never for 'unknown' or yes / no."""
+    norm = normalize_answer(answer)
+    return norm not in UNANSWERED and norm not in YES_NO and not_of_kind(answer, kind)
 
 
 def answer_sub(state: AgentState, ctx: AgentContext, *, quote: bool = False) -> Update:
@@ -258,6 +288,7 @@ def mer_node(state: AgentState, ctx: AgentContext) -> Update:
             "answer": answer,
             "extraction": method,
             "echo": ctx.agents.reject_echo and echoes_last_query(answer, state),
+            "off_kind": ctx.agents.check_kind and _off_kind(answer, asks_for(question)),
             "output": output,
             "reasoning_path": [list(p) for p in path],
             "evidence": without_text([doc_record(d, max_chars=ctx.keep_chars) for d in evidence]),
@@ -307,7 +338,9 @@ def chosen_answer(state: Mapping[str, Any]) -> tuple[str, str]:
     """(answer, where it came from), in this order: the loop's answer when MER's is a
     sentence that contains it (the two agree, and MER was asked for a short answer) or, with
     ``agents.reject_echo``, only repeats what the last step's query names
-    (:func:`echoes_last_query`); MER's answer when it followed the format or is short; the
+    (:func:`echoes_last_query`) or, with ``agents.check_kind``, is not of the kind the question
+    asks for while the loop's is (:func:`~.kinds.not_of_kind`); MER's answer when it followed
+    the format or is short; the
     closing clause of a long unformatted MER reply; the loop's answer; the long MER reply;
     the last intermediate answer; 'unknown'."""
     mer = state.get("mer") or {}
@@ -322,6 +355,12 @@ def chosen_answer(state: Mapping[str, Any]) -> tuple[str, str]:
         return loop_answer, "loop (MER's sentence agrees)"
     if loop_answered and mer.get("echo"):
         return loop_answer, "loop (MER's answer repeats the last step's query)"
+    if (
+        loop_answered
+        and mer.get("off_kind")
+        and not _off_kind(loop_answer, asks_for(str(state.get("question") or "")))
+    ):
+        return loop_answer, "loop (MER's answer is not of the kind the question asks for)"
     if mer_answer:
         if mer.get("extraction") in ("structured", "marker", "answer_is", "answer_line") or (
             len(mer_answer.split()) <= MER_SHORT_WORDS

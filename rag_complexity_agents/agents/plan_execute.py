@@ -66,6 +66,7 @@ from ..models.schemas import ShortAnswer, SubQuestionPlan
 from ..text import STOPWORDS, normalize_answer
 from .answer import QUOTE_TOKENS, answer_messages, answer_sub, held_by, shown_docs, step_query
 from .context import AgentContext
+from .kinds import asks_for
 from .parsers import clean_answer, clean_query, parse_plan
 from .prompts import plan_execute as prompt
 from .retrieve import UNANSWERED
@@ -262,34 +263,6 @@ def with_relations(questions: Sequence[str], question: str) -> list[str]:
         opening = step.strip()[: found.start("name")].rstrip()
         repaired[number] = f"{opening} {relation['span']}?"
     return repaired
-
-
-_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (
-        "time",
-        re.compile(
-            r"^(?:when\b|(?:in |on |by )?(?:what|which) (?:year|date|day|month|decade|century)\b)"
-        ),
-    ),
-    (
-        "place",
-        re.compile(
-            r"^(?:where\b|(?:in |from |to |at )?(?:what|which) "
-            r"(?:city|country|state|county|town|village|province|region|continent|nation)\b)"
-        ),
-    ),
-    ("person", re.compile(r"^(?:who|whom)\b")),
-    ("number", re.compile(r"^how (?:many|much|old|long)\b")),
-)
-
-
-def asks_for(question: str) -> str | None:
-    """The kind of answer a question's opening asks for: "time" (when, in what year),
-    "place" (where, which city / country / ...), "person" (who), "number" (how many), or
-    None when the opening does not say ("What is ...", "The city where ... is in which
-    country?")."""
-    opening = question.strip().lower()
-    return next((kind for kind, pattern in _KINDS if pattern.match(opening)), None)
 
 
 def ends_on_the_answer(questions: Sequence[str], question: str) -> list[str]:

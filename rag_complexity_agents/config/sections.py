@@ -461,6 +461,15 @@ class AgentsConfig(BaseModel):
         "B') nor for identity questions ('Who is Avery Brundage?'). Opt-in "
         "(benchmarks/results/end_to_end.md). Not in the paper.",
     )
+    check_kind: bool = Field(
+        False,
+        description="A sub-answer that plainly is not of the kind its query's opening asks "
+        "for (a date or a number for 'Where ...?' or 'Who ...?'; no date, number or time "
+        "word for 'When ...?' or 'How many ...?') is asked for once more, quoting its "
+        "evidence first, with that answer ruled out, then becomes 'unknown'; and a MER answer "
+        "not of the question's kind gives way to the loop's answer when that one is "
+        "(agents/kinds.py). Opt-in (benchmarks/results/end_to_end.md). Not in the paper.",
+    )
     stop: Literal["model", "evidence"] = Field(
         "model",
         description="Self-Ask: when a final answer ends the loop. 'model': the first one the "

@@ -30,15 +30,20 @@ def format_passages(docs: Sequence[ScoredDoc], *, max_chars: int = 700) -> str:
     return "\n".join(lines)
 
 
+ECHO = "the question is about it. Name what it asks for."
+"""Why an answer that only repeats what the question names is ruled out."""
+
+
 def user_message(
-    question: str, docs: Sequence[ScoredDoc], *, max_chars: int = 700, ruled_out: str = ""
+    question: str,
+    docs: Sequence[ScoredDoc],
+    *,
+    max_chars: int = 700,
+    ruled_out: str = "",
+    why: str = ECHO,
 ) -> str:
-    """The passages and the question; ``ruled_out``: an answer the model gave before that
-    only repeats what the question names, which it is told to avoid."""
+    """The passages and the question; ``ruled_out``: an answer the model gave before, which
+    it is told to avoid, and ``why`` (by default: it only repeats what the question names)."""
     passages = format_passages(docs, max_chars=max_chars)
-    note = (
-        f'\n(Not "{ruled_out}": the question is about it. Name what it asks for.)'
-        if ruled_out
-        else ""
-    )
+    note = f'\n(Not "{ruled_out}": {why})' if ruled_out else ""
     return f"Passages:\n{passages}\n\nQuestion: {question}{note}\nAnswer:"
