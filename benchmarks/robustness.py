@@ -201,12 +201,12 @@ def _parsers() -> dict[str, Callable[[str], Any]]:
     )
     from rag_complexity_agents.models.calls import parse_yes_no
     from rag_complexity_agents.models.llamacpp.tools import read_tool_reply
-    from rag_complexity_agents.retrieval.asu import extract_short_answer, is_usable_answer
+    from rag_complexity_agents.retrieval.asu import is_usable_answer, sample_answer
     from rag_complexity_agents.retrieval.mer import extract_final_answer
 
     return {
         "mer.extract_final_answer": extract_final_answer,
-        "asu.extract_short_answer": extract_short_answer,
+        "asu.sample_answer": sample_answer,
         "asu.is_usable_answer": is_usable_answer,
         "grade.parse_triples": lambda t: triples.parse_triples(t, ["c1", "c2"]),
         "grade.parse_triples (grounded)": lambda t: triples.parse_triples(

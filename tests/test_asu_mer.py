@@ -22,9 +22,9 @@ from rag_complexity_agents.retrieval.asu import (
     build_asu_messages,
     cluster_answers,
     draw_samples,
-    extract_short_answer,
     measure_uncertainty,
     rescore,
+    sample_answer,
     semantic_entropy,
     with_rule,
 )
@@ -146,13 +146,13 @@ def test_garbage_answers_give_s_equal_m_without_crashing() -> None:
 
 
 def test_extract_short_answer() -> None:
-    assert extract_short_answer("Paris.") == "Paris"
-    assert extract_short_answer("Answer: Hayao Miyazaki\nHe directed it.") == "Hayao Miyazaki"
-    assert extract_short_answer('**Answer:**\n\n"1969"') == "1969"
-    assert extract_short_answer("The answer is Mount Fuji. It is tall.") == "Mount Fuji"
-    assert extract_short_answer("  \n---\n") == ""
+    assert sample_answer("Paris.") == "Paris"
+    assert sample_answer("Answer: Hayao Miyazaki\nHe directed it.") == "Hayao Miyazaki"
+    assert sample_answer('**Answer:**\n\n"1969"') == "1969"
+    assert sample_answer("The answer is Mount Fuji. It is tall.") == "Mount Fuji"
+    assert sample_answer("  \n---\n") == ""
     long = " ".join(f"w{i}" for i in range(40))
-    assert len(extract_short_answer(long).split()) == 16
+    assert len(sample_answer(long).split()) == 16
 
 
 # ------------------------------------------------------------------------------ rescoring

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from rag_complexity_agents.agents import parsers
 from rag_complexity_agents.agents.answer import shorten_answer
-from rag_complexity_agents.agents.single_step import extract_short_answer as single_step_answer
+from rag_complexity_agents.agents.single_step import extract_short_answer
 from rag_complexity_agents.complexity.adaptive.zero_shot import parse_label_reply
 from rag_complexity_agents.complexity.grade.claims import parse_numbered
 from rag_complexity_agents.complexity.grade.equivalence import parse_groups
@@ -31,14 +31,14 @@ from rag_complexity_agents.complexity.grade.triples import parse_triples
 from rag_complexity_agents.errors import RCAError
 from rag_complexity_agents.models.calls import parse_yes_no
 from rag_complexity_agents.models.llamacpp.tools import read_tool_reply
-from rag_complexity_agents.retrieval.asu import extract_short_answer
+from rag_complexity_agents.retrieval.asu import sample_answer
 from rag_complexity_agents.retrieval.mer import extract_final_answer
 from rag_complexity_agents.text import MAX_CHARS
 
 #: name -> parser; every one takes the raw model reply.
 PARSERS: dict[str, Callable[[str], Any]] = {
     "mer.extract_final_answer": extract_final_answer,
-    "asu.extract_short_answer": extract_short_answer,
+    "asu.sample_answer": sample_answer,
     "grade.parse_triples": lambda text: parse_triples(text, ["c1", "c2"]),
     "grade.parse_groups": parse_groups,
     "grade.parse_numbered": lambda text: parse_numbered(text, 3),
@@ -55,7 +55,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "agents.parse_plan": parsers.parse_plan,
     "agents.parse_cot": parsers.parse_cot,
     "answer.shorten_answer": shorten_answer,
-    "single_step.extract_short_answer": single_step_answer,
+    "single_step.extract_short_answer": extract_short_answer,
     "calls.parse_yes_no": parse_yes_no,
 }
 

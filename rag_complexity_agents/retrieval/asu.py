@@ -101,7 +101,7 @@ def is_usable_answer(answer: str) -> bool:
     return any(ch.isalnum() for ch in answer)
 
 
-def extract_short_answer(text: str) -> str:
+def sample_answer(text: str) -> str:
     """The short answer inside one sampled reply ('' when there is none).
 
     Takes the first non-empty line, drops a leading "Answer:" / "The answer is", wrapping
@@ -257,7 +257,7 @@ def measure_uncertainty(
     raw_answers: Sequence[str], cache: EquivalenceCache, *, question: str | None
 ) -> Uncertainty:
     """Extract short answers, cluster them with ``cache``'s equivalence, and count s."""
-    answers = [extract_short_answer(text) for text in raw_answers]
+    answers = [sample_answer(text) for text in raw_answers]
     clusters = cluster_answers(answers, lambda a, b: cache.equivalent(a, b, question=question))
     return Uncertainty(
         raw=[str(text) for text in raw_answers],
