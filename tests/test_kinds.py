@@ -42,6 +42,8 @@ def test_asks_for(question: str, kind: str | None) -> None:
         ("the 1990s", "time", False),
         ("spring", "time", False),
         ("two decades", "time", False),
+        ("during World War II", "time", False),
+        ("the Middle Ages", "time", False),
         ("Paris", "number", True),
         ("12", "number", False),
         ("three hours", "number", False),

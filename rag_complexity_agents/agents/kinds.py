@@ -48,8 +48,12 @@ _NUMBER_WORDS = (
 )
 _TIME_WORDS = frozenset(
     f"{_MONTHS} spring summer autumn fall winter century centuries decade decades bc bce ad ce "
-    "circa c early mid late st nd rd th".split()
+    "circa c early mid late st nd rd th year years month months week weeks day days hour hours "
+    "minute minutes night morning evening today yesterday tomorrow ago during after before "
+    "since until war era age ages period reign dynasty times".split()
 )
+"""Words of a time ("the 1990s", "spring", "during the war", "the Middle Ages"): an answer to
+"When ...?" with one of them, a digit or a number word is not flagged."""
 _NUMBER = frozenset(_NUMBER_WORDS.split())
 _ORDINAL = re.compile(r"^\d+(?:st|nd|rd|th|s)?$")
 
