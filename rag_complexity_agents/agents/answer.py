@@ -340,9 +340,8 @@ def chosen_answer(state: Mapping[str, Any]) -> tuple[str, str]:
     ``agents.reject_echo``, only repeats what the last step's query names
     (:func:`echoes_last_query`) or, with ``agents.check_kind``, is not of the kind the question
     asks for while the loop's is (:func:`~.kinds.not_of_kind`); MER's answer when it followed
-    the format or is short; the
-    closing clause of a long unformatted MER reply; the loop's answer; the long MER reply;
-    the last intermediate answer; 'unknown'."""
+    the format or is short; the closing clause of a long unformatted MER reply; the loop's
+    answer; the long MER reply; the last intermediate answer; 'unknown'."""
     mer = state.get("mer") or {}
     mer_answer = str(mer.get("answer") or "")
     loop_answer = str(state.get("loop_answer") or "")

@@ -75,8 +75,8 @@ def not_of_kind(answer: str, kind: Kind | None) -> bool:
     """Whether ``answer`` plainly is not an answer of ``kind``: only a date or a number for a
     place or a person ("June 13, 2008", "1941", "the 19th century"); no digit, month, season,
     century or number word for a time ("Paris" for "When ...") or a number (a length of time
-    counts). An empty answer, or one whose kind cannot be told, is not
-    flagged; callers leave out "unknown" and yes / no."""
+    counts). An empty answer, or one whose kind cannot be told, is not flagged; callers leave
+    out "unknown" and yes / no."""
     tokens = normalize_answer(answer).split()
     if kind is None or not tokens:
         return False
