@@ -76,7 +76,7 @@ def echoes_question(answer: str, query: str) -> bool:
     itself ("Who is Avery Brundage?" is answered by the name); never for yes / no /
     unknown."""
     norm = normalize_answer(answer)
-    if not norm or norm in YES_NO or norm in UNANSWERED:
+    if _says_nothing(norm):
         return False
     asked = normalize_answer(query).split()
     if "or" in asked or set(asked) - _IDENTITY <= set(norm.split()):
@@ -246,10 +246,14 @@ def answer_from_evidence(
     return reply, answer, update
 
 
+def _says_nothing(norm: str) -> bool:
+    """Whether a normalised answer is empty, 'unknown' or yes / no: no echo, no kind."""
+    return not norm or norm in YES_NO or norm in UNANSWERED
+
+
 def _off_kind(answer: str, kind: Kind | None) -> bool:
     """:func:`~.kinds.not_of_kind`, never for 'unknown' or yes / no."""
-    norm = normalize_answer(answer)
-    return norm not in UNANSWERED and norm not in YES_NO and not_of_kind(answer, kind)
+    return not _says_nothing(normalize_answer(answer)) and not_of_kind(answer, kind)
 
 
 def answer_sub(state: AgentState, ctx: AgentContext, *, quote: bool = False) -> Update:
