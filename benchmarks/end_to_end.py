@@ -133,6 +133,7 @@ _PLAN = (
     "agents.bridge_votes",
     "agents.reject_echo",
     "agents.check_kind",
+    "agents.plan_samples",
     "agents.mer",
 )
 
@@ -176,6 +177,7 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
             ("plan_execute_mer_one_step", "Plan-and-execute + MER, a one-step exemplar first"),
             ("plan_execute_mer_echo", "Plan-and-execute + MER, echoed answers asked again"),
             ("plan_execute_mer_kind", "Plan-and-execute + MER, wrong-kind answers asked again"),
+            ("plan_execute_mer_resample", "Plan-and-execute + MER, flawed plans resampled (k = 4)"),
         )
     },
     "plan_execute_nar": ("Plan-and-execute + NAR", (*_NAR, *_PLAN[len(_RETRIEVAL) :])),
@@ -213,6 +215,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "plan_execute_mer_one_step": ("plan_execute_mer", {"agents.one_step_exemplar": True}),
     "plan_execute_mer_echo": ("plan_execute_mer", {"agents.reject_echo": True}),
     "plan_execute_mer_kind": ("plan_execute_mer", {"agents.check_kind": True}),
+    "plan_execute_mer_resample": ("plan_execute_mer", {"agents.plan_samples": 4}),
 }
 CEILINGS = ("gold_evidence", "gold_decomposition", "gold_bridges")
 #: The variant that is the default pipeline with MER switched off (MER's pooled comparison).

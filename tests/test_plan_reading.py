@@ -10,7 +10,7 @@ import pytest
 from agent_fakes import Script, ScriptedChat, demo_config, demo_home
 
 from rag_complexity_agents.agents.context import derive_components
-from rag_complexity_agents.agents.plan_execute import is_bridge
+from rag_complexity_agents.agents.plan_execute import is_bridge, plan_flaws
 from rag_complexity_agents.agents.prompts import plan_execute as plan_prompt
 from rag_complexity_agents.agents.registry import build_pipeline
 from rag_complexity_agents.agents.run import run_graph
@@ -224,3 +224,80 @@ def test_a_copied_one_step_exemplar_is_not_the_plan(parts: Components) -> None:
     )
     asked = [s["sub_question"] for s in result.trace["steps"]]
     assert asked == ["Who founded Studio Ghibli?"] and chat.kinds().count("plan") == 2
+
+
+@pytest.mark.parametrize(
+    ("plan", "flaws"),
+    [
+        (["Who directed Spirited Away?", "Where was #1 born?"], []),
+        (["Where was the director of Spirited Away born?"], []),
+        (
+            ["Who played the monarch at the end of WW2?", "In which film was #1 played?"],
+            ["drops 'king'", "drops 'speech'"],
+        ),
+        (
+            ["Where was the director of Spirited Away born?", "Who directed Spirited Away?"],
+            ["restates the question"],
+        ),
+        (
+            ["What is the name of the film?", "Where was the director of #1 born?"],
+            ["asks the name of a thing it does not name", "drops 'away'", "drops 'spirited'"],
+        ),
+    ],
+)
+def test_plan_flaws(plan: list[str], flaws: list[str]) -> None:
+    question = {
+        "Who played the monarch at the end of WW2?": "Who played the monarch at the end of "
+        "WW2 in The King's Speech?"
+    }.get(plan[0], "Where was the director of Spirited Away born?")
+    assert plan_flaws(plan, question) == flaws
+
+
+def test_a_number_the_plan_drops_is_a_flaw() -> None:
+    question = "Which party did the socialist candidate for president in 1912 belong to?"
+    plan = ["Who was the socialist candidate for president?", "Which party did #1 belong to?"]
+    assert plan_flaws(plan, question) == ["drops '1912'"]
+
+
+def _planned(parts: Components, plans: list[str], samples: int) -> tuple[dict, ScriptedChat]:  # type: ignore[type-arg]
+    chat = ScriptedChat(script=Script(plan=plans, answer=["Hayao Miyazaki", "Tokyo"]))
+    cfg = demo_config(parts.config.corpus.home, agents={"plan_samples": samples})
+    derived = derive_components(parts, cfg)
+    derived.chat = chat  # type: ignore[misc]
+    graph = build_pipeline("plan_execute", cfg, components=derived)
+    return run_graph(graph, "Where was the director of Spirited Away born?").trace, chat
+
+
+def test_a_flawed_plan_runs_the_least_flawed_sample_and_the_trace_lists_them(
+    parts: Components,
+) -> None:
+    trace, chat = _planned(
+        parts,
+        [
+            "1. Who is the director?\n2. Where was #1 born?",  # drops the film
+            "1. Where was the director of Spirited Away born?",  # only the question
+            "1. Who directed Spirited Away?\n2. Where was #1 born?",
+        ],
+        samples=2,
+    )
+    assert [s["sub_question"] for s in trace["steps"]] == [
+        "Who directed Spirited Away?",
+        "Where was Hayao Miyazaki born?",
+    ]
+    sampled = [c for c in chat.calls if c["kind"] == "plan"][1:]
+    assert len(sampled) == 2 and all(c["temperature"] == 0.7 for c in sampled)
+    (note,) = [n for n in trace["notes"] if n.startswith("plan candidates")]
+    assert "model: Who is the director? / Where was #1 born? [drops 'away', drops " in note
+    assert "sample 1 (kept): Who directed Spirited Away? / Where was #1 born? [no flaw]" in note
+    assert trace["llm_calls"] == 5  # plan, two samples (separate calls here), two answers
+
+
+def test_a_plan_without_flaws_is_not_resampled_and_the_model_wins_a_tie(
+    parts: Components,
+) -> None:
+    trace, chat = _planned(parts, ["1. Who directed Spirited Away?\n2. Where was #1 born?"], 3)
+    assert chat.kinds().count("plan") == 1 and trace["llm_calls"] == 3
+    restated = "Where was the director of Spirited Away born?"
+    tie = [f"1. Who directed Spirited Away?\n2. {restated}", f"1. {restated}\n2. Who directed it?"]
+    trace, _ = _planned(parts, tie, samples=1)
+    assert [s["sub_question"] for s in trace["steps"]] == ["Who directed Spirited Away?", restated]

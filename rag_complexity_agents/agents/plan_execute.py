@@ -42,7 +42,9 @@ too) ends the planning prompt with rules against the plan failures seen in trace
 ``agents.split_steps`` (off, a variant row) plans once more a step that still chains two hops
 (:func:`chained_step`) and puts its chain in the step's place (:func:`splice`).
 ``agents.tidy_plans`` (off, a variant row) checks a plan before it runs, with no model call
-(:func:`named_steps`, :func:`ends_on_the_answer`); ``agents.one_step_exemplar`` (off, a
+(:func:`named_steps`, :func:`ends_on_the_answer`); ``agents.plan_samples`` (off, a variant
+row) sets a plan with a visible flaw (:func:`plan_flaws`) against plans sampled from the same
+prompt and runs the least flawed; ``agents.one_step_exemplar`` (off, a
 variant row) shows a one-fact question planned as one line before the chain exemplars.
 
 Why this loop (not in the SUNAR paper, whose loops decide the next sub-question after each
@@ -224,6 +226,25 @@ def loses_the_subject(questions: Sequence[str], question: str) -> bool:
         return True
     names = _names(question)
     return bool(names) and not names & _words(" ".join(questions).split())
+
+
+def plan_flaws(questions: Sequence[str], question: str) -> list[str]:
+    """What a plan visibly gets wrong for the user's ``question``, one item a flaw: a step
+    that restates the whole question beside other steps (the 1.5B model writes the question,
+    then the chain that answers it, with no use of the first step's answer); a step that
+    asks the name of a thing it does not name ("What is the name of the airport?"); each
+    word of a name, title or number of the question that no step gives ("In which movie did
+    #1 play?" for "Who did the cast member of Rooster Cogburn play in True Grit?" drops
+    "True Grit"). A plan of one step that is the question has none."""
+    flaws = []
+    if len(questions) > 1 and any(same_query(q, question) for q in questions):
+        flaws.append("restates the question")
+    if any(_UNNAMED.match(q.strip()) for q in questions):
+        flaws.append("asks the name of a thing it does not name")
+    numbers = {w for w in normalize_answer(question).split() if any(c.isdigit() for c in w)}
+    given = _words(" ".join(questions).split())
+    flaws += [f"drops '{w}'" for w in sorted((_names(question) | numbers) - given)]
+    return flaws
 
 
 _KIND_WORDS = "place date year time name city country nationality birth death burial"
@@ -421,12 +442,58 @@ def _start(state: AgentState, ctx: AgentContext, reply: ChatReply, questions: li
         if errors <= ctx.agents.max_format_errors:
             return {**update, "format_hint": True, "next_node": "plan"}
         questions = [state["question"]]  # degrade to looking up the question itself
+    notes = list(state.get("notes") or [])
+    if ctx.agents.plan_samples and plan_flaws(questions, state["question"]):
+        questions, note = _least_flawed(questions, state, ctx)
+        k = ctx.agents.plan_samples
+        llamacpp = isinstance(ctx.chat, LlamaCppChatModel)
+        update.update(costs(state, reply, llm_calls=1 if llamacpp else k))  # with the plan's
+        notes.append(note)
     update.update(plan=_fit(questions, state, ctx)[: ctx.agents.max_steps], format_hint=False)
     if ctx.agents.tidy_plans and update["plan"] != questions[: ctx.agents.max_steps]:
-        update["notes"] = [*(state.get("notes") or []), "plan as written: " + " / ".join(questions)]
+        notes.append("plan as written: " + " / ".join(questions))
+    if notes != list(state.get("notes") or []):
+        update["notes"] = notes
     if _splits(update["plan"], ctx):
         return {**update, "next_node": "split"}
     return {**update, **_next({**state, **update}, ctx)}  # type: ignore[typeddict-item]
+
+
+PLAN_TEMPERATURE = 0.7
+"""Sampling temperature of the plans ``agents.plan_samples`` sets against a flawed one."""
+
+
+def _least_flawed(
+    questions: list[str], state: AgentState, ctx: AgentContext
+) -> tuple[list[str], str]:
+    """The plan with the fewest flaws (:func:`plan_flaws`) of ``questions`` (the model's
+    greedy plan, kept on a tie) and ``agents.plan_samples`` plans sampled from the same
+    prompt, with a note for the trace that lists every candidate and its flaws. A sample
+    that cannot be run in order, copies an exemplar or is only the question is no
+    candidate: the plan checks already fall back to the question."""
+    question = state["question"]
+    texts = sample_answers(
+        ctx.chat,
+        _plan_messages(state, ctx),
+        ctx.agents.plan_samples,
+        temperature=PLAN_TEMPERATURE,
+        seed=0,
+        max_tokens=ctx.agents.step_max_tokens * 2,
+        stop=prompt.STOP,
+    )
+    candidates = [questions]
+    for text in texts:
+        sampled = in_order(parse_plan(text, ctx.agents.max_steps)) or []
+        if sampled and sampled != [question] and not _copied(sampled, question):
+            candidates.append(sampled)
+    flaws = [plan_flaws(plan, question) for plan in candidates]
+    best = min(range(len(candidates)), key=lambda i: len(flaws[i]))
+    listed = "; ".join(
+        f"{'model' if i == 0 else f'sample {i}'}{' (kept)' if i == best else ''}: "
+        f"{' / '.join(plan)} [{', '.join(flaws[i]) or 'no flaw'}]"
+        for i, plan in enumerate(candidates)
+    )
+    return candidates[best], f"plan candidates: {listed}"
 
 
 def _fit(questions: Sequence[str], state: AgentState, ctx: AgentContext) -> list[str]:

@@ -398,6 +398,17 @@ class AgentsConfig(BaseModel):
         "invented second step (off: it also plans some multi-hop questions as one step, and "
         "its answers are not yet measured). Not in the paper.",
     )
+    plan_samples: int = Field(
+        0,
+        ge=0,
+        le=8,
+        description="Plan-and-execute: a plan with a visible flaw (a step restating the "
+        "whole question beside other steps, a step asking the name of a thing it does not "
+        "name, or a name or number of the question that no step gives) is set against k "
+        "plans sampled from the same prompt (one prompt evaluation on llama.cpp), and the "
+        "plan with the fewest flaws runs, the model's own plan on a tie. 0: off. Not in the "
+        "paper (self-consistency over plans, judged by their flaws).",
+    )
     plan_checks: bool = Field(
         True,
         description="Plan-and-execute: two checks of a plan, with no LLM call. A plan that has "

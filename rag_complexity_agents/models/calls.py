@@ -231,8 +231,10 @@ def sample_answers(
     temperature: float,
     seed: int,
     max_tokens: int | None = None,
+    stop: Sequence[str] | None = None,
 ) -> list[str]:
-    """m sampled answers (sample i uses seed ``seed + i``).
+    """m sampled answers (sample i uses seed ``seed + i``), each cut at the first of
+    ``stop``.
 
     A :class:`LlamaCppChatModel` evaluates the prompt once and samples m continuations;
     other chat models get m calls with the sample's temperature and seed.
@@ -241,10 +243,19 @@ def sample_answers(
         raise ValueError("m must be at least 1")
     check_cancelled()
     if isinstance(chat, LlamaCppChatModel):
-        return chat.sample(messages, m, temperature=temperature, seed=seed, max_tokens=max_tokens)
+        return chat.sample(
+            messages,
+            m,
+            temperature=temperature,
+            seed=seed,
+            max_tokens=max_tokens,
+            stop=list(stop) if stop else None,
+        )
     msgs: Sequence[BaseMessage] = to_messages(messages)
     return [
-        call_chat(chat, msgs, max_tokens=max_tokens, temperature=temperature, seed=seed + i).text
+        call_chat(
+            chat, msgs, max_tokens=max_tokens, temperature=temperature, seed=seed + i, stop=stop
+        ).text
         for i in range(m)
     ]
 
