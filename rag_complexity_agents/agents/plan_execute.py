@@ -469,8 +469,8 @@ def _least_flawed(
     """The plan with the fewest flaws (:func:`plan_flaws`) of ``questions`` (the model's
     greedy plan, kept on a tie) and ``agents.plan_samples`` plans sampled from the same
     prompt, with a note for the trace that lists every candidate and its flaws. A sample
-    that cannot be run in order, copies an exemplar or is only the question is no
-    candidate: the plan checks already fall back to the question."""
+    that cannot be run in order, copies an exemplar or is only the question (in any words)
+    is no candidate: the plan checks already fall back to the question."""
     question = state["question"]
     texts = sample_answers(
         ctx.chat,
@@ -484,7 +484,8 @@ def _least_flawed(
     candidates = [questions]
     for text in texts:
         sampled = in_order(parse_plan(text, ctx.agents.max_steps)) or []
-        if sampled and sampled != [question] and not _copied(sampled, question):
+        alone = len(sampled) == 1 and same_query(sampled[0], question)
+        if sampled and not alone and not _copied(sampled, question):
             candidates.append(sampled)
     flaws = [plan_flaws(plan, question) for plan in candidates]
     best = min(range(len(candidates)), key=lambda i: len(flaws[i]))
