@@ -203,8 +203,8 @@ _UNNAMED = re.compile(
 
 
 def _words(words: Sequence[str]) -> set[str]:
-    """The normalised words of ``words``, a possessive "'s" taken off."""
-    return {w for word in words for w in normalize_answer(re.sub(r"['’]s$", "", word)).split()}
+    """The normalised words of ``words``, a possessive "'s" taken off (2Wiki writes "'S")."""
+    return {w for word in words for w in normalize_answer(re.sub(r"['’][sS]$", "", word)).split()}
 
 
 def _names(text: str) -> set[str]:
@@ -241,7 +241,7 @@ def plan_flaws(questions: Sequence[str], question: str) -> list[str]:
         flaws.append("restates the question")
     if any(_UNNAMED.match(q.strip()) for q in questions):
         flaws.append("asks the name of a thing it does not name")
-    numbers = {w for w in normalize_answer(question).split() if any(c.isdigit() for c in w)}
+    numbers = {w for w in _words(question.split()) if any(c.isdigit() for c in w)}
     given = _words(" ".join(questions).split())
     flaws += [f"drops '{w}'" for w in sorted((_names(question) | numbers) - given)]
     return flaws
