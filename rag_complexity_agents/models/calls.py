@@ -243,13 +243,9 @@ def sample_answers(
         raise ValueError("m must be at least 1")
     check_cancelled()
     if isinstance(chat, LlamaCppChatModel):
+        cut: dict[str, Any] = {"stop": list(stop)} if stop else {}  # no key: cache keys hold
         return chat.sample(
-            messages,
-            m,
-            temperature=temperature,
-            seed=seed,
-            max_tokens=max_tokens,
-            stop=list(stop) if stop else None,
+            messages, m, temperature=temperature, seed=seed, max_tokens=max_tokens, **cut
         )
     msgs: Sequence[BaseMessage] = to_messages(messages)
     return [
