@@ -62,8 +62,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..models.calls import ChatReply, sample_answers
-from ..models.llamacpp import LlamaCppChatModel
+from ..models.calls import ChatReply, sample_answers, sampling_calls
 from ..models.schemas import ShortAnswer, SubQuestionPlan
 from ..text import STOPWORDS, normalize_answer
 from .answer import QUOTE_TOKENS, answer_messages, answer_sub, held_by, shown_docs, step_query
@@ -389,7 +388,7 @@ def _answer(state: AgentState, ctx: AgentContext) -> Update:
     return {
         **update,
         "steps": merge_steps(steps_of(after), [record]),  # type: ignore[list-item]
-        **costs(after, llm_calls=1 if isinstance(ctx.chat, LlamaCppChatModel) else m - 1),
+        **costs(after, llm_calls=sampling_calls(ctx.chat, m - 1)),
     }
 
 
@@ -445,9 +444,8 @@ def _start(state: AgentState, ctx: AgentContext, reply: ChatReply, questions: li
     notes = list(state.get("notes") or [])
     if ctx.agents.plan_samples and plan_flaws(questions, state["question"]):
         questions, note = _least_flawed(questions, state, ctx)
-        k = ctx.agents.plan_samples
-        llamacpp = isinstance(ctx.chat, LlamaCppChatModel)
-        update.update(costs(state, reply, llm_calls=1 if llamacpp else k))  # with the plan's
+        samples = sampling_calls(ctx.chat, ctx.agents.plan_samples)
+        update.update(costs(state, reply, llm_calls=samples))  # with the plan's own call
         notes.append(note)
     update.update(plan=_fit(questions, state, ctx)[: ctx.agents.max_steps], format_hint=False)
     if ctx.agents.tidy_plans and update["plan"] != questions[: ctx.agents.max_steps]:

@@ -256,6 +256,12 @@ def sample_answers(
     ]
 
 
+def sampling_calls(chat: BaseChatModel, m: int) -> int:
+    """The LLM calls that :func:`sample_answers` makes for m samples: one prompt evaluation
+    on llama.cpp, m calls on other models."""
+    return 1 if isinstance(chat, LlamaCppChatModel) else m
+
+
 _YES = frozenset({"yes", "true", "consistent", "valid"})
 _NO = frozenset({"no", "false", "inconsistent", "invalid"})
 _YES_NO_WORD = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
