@@ -137,7 +137,13 @@ _PLAN = (
     "agents.mer",
 )
 
-_PLAN_MER = (*_PLAN, "mer.l", "mer.max_evidence_chars", "mer.after_one_step_plan")
+_PLAN_MER = (
+    *_PLAN,
+    "mer.l",
+    "mer.max_evidence_chars",
+    "mer.after_one_step_plan",
+    "mer.after_chain",
+)
 
 #: Strategy → (label, the settings that cost or matter); loops not listed get _LOOP.
 STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -178,6 +184,10 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
             ("plan_execute_mer_echo", "Plan-and-execute + MER, echoed answers asked again"),
             ("plan_execute_mer_kind", "Plan-and-execute + MER, wrong-kind answers asked again"),
             ("plan_execute_mer_resample", "Plan-and-execute + MER, flawed plans resampled (k = 4)"),
+            (
+                "plan_execute_mer_chain_quote",
+                "Plan-and-execute, a chain's quoting last step answers, MER after other plans",
+            ),
         )
     },
     "plan_execute_nar": ("Plan-and-execute + NAR", (*_NAR, *_PLAN[len(_RETRIEVAL) :])),
@@ -216,6 +226,10 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "plan_execute_mer_echo": ("plan_execute_mer", {"agents.reject_echo": True}),
     "plan_execute_mer_kind": ("plan_execute_mer", {"agents.check_kind": True}),
     "plan_execute_mer_resample": ("plan_execute_mer", {"agents.plan_samples": 4}),
+    "plan_execute_mer_chain_quote": (
+        "plan_execute_mer",
+        {"agents.quote_evidence": "final", "mer.after_chain": False},
+    ),
 }
 CEILINGS = ("gold_evidence", "gold_decomposition", "gold_bridges")
 #: The variant that is the default pipeline with MER switched off (MER's pooled comparison).

@@ -423,6 +423,24 @@ def test_mer_after_a_one_step_plan_only_when_asked(
     assert result.answer == ("Japan" if after_one_step_plan else "Hayao Miyazaki")
 
 
+@pytest.mark.parametrize("after_chain", [False, True])
+def test_mer_after_an_answered_chain_only_when_asked(parts: Components, after_chain: bool) -> None:
+    script = spirited(plan=PLAN, answer=["Hayao Miyazaki", "Tokyo"])
+    result, chat = run(parts, "plan_execute_mer", script, mer={"after_chain": after_chain})
+    assert ("mer" in chat.kinds()) is after_chain
+    assert result.answer == ("Japan" if after_chain else "Tokyo")
+    assert result.trace["answer_source"] == ("mer" if after_chain else "loop")
+
+
+def test_mer_still_concludes_a_plan_that_is_not_a_chain(parts: Components) -> None:
+    question = "Was Spirited Away or Princess Mononoke released first?"
+    plan = "1. When was Spirited Away released?\n2. When was Princess Mononoke released?"
+    script = spirited(plan=plan, answer=["2001", "1997"], mer="[Final Answer]: Princess Mononoke")
+    result, chat = run(parts, "plan_execute_mer", script, question, mer={"after_chain": False})
+    assert "mer" in chat.kinds() and result.trace["loop_answer"] == ""
+    assert result.answer == "Princess Mononoke"
+
+
 def test_mer_after_a_one_step_answer_that_repeats_the_question(parts: Components) -> None:
     question = "Which other name does the Miyazaki film Spirited Away have?"
     step = "What is another title of the film by Miyazaki about Chihiro?"  # not echoed

@@ -119,6 +119,19 @@ def one_step_plan(state: AgentState) -> bool:
     )
 
 
+def chain_answered(state: AgentState) -> bool:
+    """Whether plan-and-execute ran a chain whose last step gave the loop's answer
+    (``loop_source`` "loop" with a plan, set only for chains) and that answer does more than
+    repeat the question (``mer.after_chain``); a one-step plan is such a chain."""
+    answer = state.get("loop_answer") or ""
+    return (
+        bool(state.get("plan"))
+        and state.get("loop_source") == "loop"
+        and bool(answer)
+        and not echoes_question(answer, state["question"])
+    )
+
+
 @dataclass(frozen=True)
 class Loop:
     """A loop's own part of the graph.
@@ -327,7 +340,12 @@ def build_loop(
         if state.get("stop_reason") == BUDGET:
             return "finish"  # the budget is spent: MER's model call is skipped too
         ctx = provider.context(config, runtime)
-        if not ctx.mer or (one_step_plan(state) and not ctx.config.mer.after_one_step_plan):
+        mer = ctx.config.mer
+        if (
+            not ctx.mer
+            or (one_step_plan(state) and not mer.after_one_step_plan)
+            or (chain_answered(state) and not mer.after_chain)
+        ):
             return "finish"
         return "mer"
 

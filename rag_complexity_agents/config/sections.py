@@ -284,6 +284,14 @@ class MERConfig(BaseModel):
         "reads the same question again. An answer that only repeats the question still goes "
         "to MER.",
     )
+    after_chain: bool = Field(
+        True,
+        description="Run MER after a plan-and-execute chain (every step but the last feeds a "
+        "later one) whose last step answered (paper: always). Off, the chain's last answer is "
+        "the answer, and MER concludes only plans that are not chains (a comparison of two "
+        "things, a question about several) and chains left without an answer. Not in the "
+        "paper.",
+    )
 
 
 class AgentsConfig(BaseModel):
