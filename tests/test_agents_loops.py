@@ -432,6 +432,16 @@ def test_mer_after_an_answered_chain_only_when_asked(parts: Components, after_ch
     assert result.trace["answer_source"] == ("mer" if after_chain else "loop")
 
 
+@pytest.mark.parametrize("last", ["Hayao Miyazaki", "Miyazaki"])
+def test_mer_after_a_chain_whose_last_answer_repeats_it(parts: Components, last: str) -> None:
+    # the last answer repeats the bridge (an earlier answer) or a thing its own query names
+    # ("Where was Hayao Miyazaki born?"): the chain has not concluded, so MER reads
+    script = spirited(plan=PLAN, answer=["Hayao Miyazaki", last])
+    result, chat = run(parts, "plan_execute_mer", script, mer={"after_chain": False})
+    assert result.trace["loop_answer"] == last
+    assert "mer" in chat.kinds() and result.answer == "Japan"
+
+
 def test_mer_still_concludes_a_plan_that_is_not_a_chain(parts: Components) -> None:
     question = "Was Spirited Away or Princess Mononoke released first?"
     plan = "1. When was Spirited Away released?\n2. When was Princess Mononoke released?"

@@ -63,7 +63,13 @@ def test_rows_and_the_leads_pooled_over_three_sets(check: Any, tmp_path: Path) -
     e2e = tmp_path / "end_to_end.json"
     e2e.write_text(json.dumps({"rows": rows}), encoding="utf-8")
     args = argparse.Namespace(
-        model=MODEL, e2e=str(e2e), cache=str(tmp_path), data="../shared/data", n=3, rows=check.ROWS
+        model=MODEL,
+        e2e=str(e2e),
+        cache=str(tmp_path),
+        data="../shared/data",
+        n=3,
+        rows=check.DEFAULT_ROWS,
+        baseline="plan_execute",
     )
     lines = {
         "single_step": _lines([False, False, False]),
@@ -71,7 +77,7 @@ def test_rows_and_the_leads_pooled_over_three_sets(check: Any, tmp_path: Path) -
         **{lead: _lines([True, True, False]) for lead in check.LEADS},
         "adaptive": _lines([True, False, True]),
     }
-    assert set(lines) == set(check.ROWS)
+    assert set(lines) == set(check.DEFAULT_ROWS)
     result = check.build_result(args, lines)
     by_name = {row["strategy"]: row for row in result["rows"]}
     lead, last = check.LEADS[0], check.LEADS[-1]
@@ -90,10 +96,30 @@ def test_rows_and_the_leads_pooled_over_three_sets(check: Any, tmp_path: Path) -
     assert "_Analysis pending._" in text
 
 
-def test_rows_picks_a_subset_in_order_and_keeps_the_two_baselines(check: Any) -> None:
+def test_rows_picks_a_subset_in_order_and_keeps_the_baseline(check: Any) -> None:
     lead = check.LEADS[-1]
     args = check.parse_args(["--rows", f"adaptive,{lead}"])
-    assert args.rows == ("single_step", "plan_execute", "adaptive", lead)
-    assert check.parse_args([]).rows == check.ROWS
+    assert args.rows == ("plan_execute", "adaptive", lead)
+    assert check.parse_args([]).rows == check.DEFAULT_ROWS
     with pytest.raises(SystemExit):
         check.parse_args(["--rows", "plan_execute,no_such_row"])
+
+
+def test_a_candidate_against_the_default_without_dev_run_files(check: Any, tmp_path: Path) -> None:
+    (candidate,) = check.CANDIDATES
+    args = check.parse_args(["--baseline", "plan_execute_mer", "--rows", candidate])
+    assert args.rows == ("plan_execute_mer", candidate)
+    e2e = tmp_path / "end_to_end.json"
+    rows = [
+        {"dataset": "musique", "strategy": s, "model": MODEL, "role": "strong", "run": "gone.jsonl"}
+        for s in args.rows
+    ]
+    e2e.write_text(json.dumps({"rows": rows}), encoding="utf-8")
+    args.e2e, args.cache, args.n = str(e2e), str(tmp_path), 2
+    lines = {"plan_execute_mer": _lines([True, False]), candidate: _lines([True, True])}
+    result = check.build_result(args, lines)
+    (base, row) = result["rows"]
+    assert row["vs_baseline"]["delta"] == pytest.approx(0.5, abs=1e-3)
+    assert base["vs_single_step"] is None and result["pooled_vs_baseline"] == {}
+    assert "--baseline plan_execute_mer" in result["command"]
+    assert "| Δ vs plan_execute_mer |" in check.render_markdown(result, "")

@@ -101,6 +101,20 @@ def echoes_last_query(answer: str, state: AgentState) -> bool:
     )
 
 
+def repeats_the_chain(answer: str, state: AgentState) -> bool:
+    """Whether ``answer``, the last step's, only repeats what that step's query names
+    (:func:`echoes_question`: "What recognition did Philip Seymour Hoffman receive?" →
+    "Philip Seymour Hoffman") or an earlier step's answer: the chain did not get past its
+    bridge."""
+    steps = sorted(steps_of(state), key=lambda s: int(s.get("index", 0)))
+    if not steps:
+        return False
+    last = int(steps[-1].get("index", 0))
+    norm = normalize_answer(answer)
+    earlier = {normalize_answer(str(s.get("answer") or "")) for s in steps[:-1]}
+    return echoes_question(answer, step_query(state, last)) or (bool(norm) and norm in earlier)
+
+
 def supported(answer: str, state: AgentState, ctx: AgentContext) -> bool:
     """Whether the evidence supports ``answer``: it occurs as a whole run of tokens in the
     title or text of a passage some step was answered from (:func:`shown_docs`). A yes/no

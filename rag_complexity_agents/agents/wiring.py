@@ -31,7 +31,7 @@ from ..models.calls import ChatReply, call_notes
 from ..models.structured import format_failures, record_format_failure
 from ..text import validate_question
 from .abstain import NOT_FOUND
-from .answer import echoes_question, final_answer, mer_node
+from .answer import echoes_question, final_answer, mer_node, repeats_the_chain
 from .context import AgentContext, ResourceProvider
 from .retrieve import after_retrieve, explore, requery, retrieve
 from .state import AgentState, InputState, OutputState, RunOptions, sources_of
@@ -122,13 +122,16 @@ def one_step_plan(state: AgentState) -> bool:
 def chain_answered(state: AgentState) -> bool:
     """Whether plan-and-execute ran a chain whose last step gave the loop's answer
     (``loop_source`` "loop" with a plan, set only for chains) and that answer does more than
-    repeat the question (``mer.after_chain``); a one-step plan is such a chain."""
+    repeat the question, its own step's query or an earlier step's answer
+    (:func:`~.answer.repeats_the_chain`), for ``mer.after_chain``; a one-step plan is such a
+    chain."""
     answer = state.get("loop_answer") or ""
     return (
         bool(state.get("plan"))
         and state.get("loop_source") == "loop"
         and bool(answer)
         and not echoes_question(answer, state["question"])
+        and not repeats_the_chain(answer, state)
     )
 
 

@@ -289,8 +289,8 @@ class MERConfig(BaseModel):
         description="Run MER after a plan-and-execute chain (every step but the last feeds a "
         "later one) whose last step answered (paper: always). Off, the chain's last answer is "
         "the answer, and MER concludes only plans that are not chains (a comparison of two "
-        "things, a question about several) and chains left without an answer. Not in the "
-        "paper.",
+        "things, a question about several) and chains whose last answer is missing or only "
+        "repeats the question, its own query or an earlier step's answer. Not in the paper.",
     )
 
 
