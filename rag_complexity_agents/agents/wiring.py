@@ -106,32 +106,30 @@ def has_answer(state: AgentState) -> bool:
     return bool(state.get("loop_answer"))
 
 
-def one_step_plan(state: AgentState) -> bool:
-    """Whether plan-and-execute planned one step and has an answer that does more than repeat
-    the question (:func:`~.answer.echoes_question`): MER would have no hops to combine
-    (``mer.after_one_step_plan``). An answer that only repeats the question answers nothing,
-    and MER reads the passages again."""
+def _concluded(state: AgentState) -> bool:
+    """Whether the loop has an answer that does more than repeat the question
+    (:func:`~.answer.echoes_question`): one that only repeats it answers nothing, and MER
+    reads the passages again."""
     answer = state.get("loop_answer") or ""
-    return (
-        len(state.get("plan") or []) == 1
-        and bool(answer)
-        and not echoes_question(answer, state["question"])
-    )
+    return bool(answer) and not echoes_question(answer, state["question"])
+
+
+def one_step_plan(state: AgentState) -> bool:
+    """Whether plan-and-execute planned one step and has concluded (:func:`_concluded`): MER
+    would have no hops to combine (``mer.after_one_step_plan``)."""
+    return len(state.get("plan") or []) == 1 and _concluded(state)
 
 
 def chain_answered(state: AgentState) -> bool:
     """Whether plan-and-execute ran a chain whose last step gave the loop's answer
-    (``loop_source`` "loop" with a plan, set only for chains) and that answer does more than
-    repeat the question, its own step's query or an earlier step's answer
-    (:func:`~.answer.repeats_the_chain`), for ``mer.after_chain``; a one-step plan is such a
-    chain."""
-    answer = state.get("loop_answer") or ""
+    (``loop_source`` "loop" with a plan, set only for chains), which has concluded
+    (:func:`_concluded`) and does more than repeat its own step's query or an earlier step's
+    answer (:func:`~.answer.repeats_the_chain`), for ``mer.after_chain``."""
     return (
         bool(state.get("plan"))
         and state.get("loop_source") == "loop"
-        and bool(answer)
-        and not echoes_question(answer, state["question"])
-        and not repeats_the_chain(answer, state)
+        and _concluded(state)
+        and not repeats_the_chain(str(state.get("loop_answer")), state)
     )
 
 
