@@ -168,11 +168,11 @@ def build_result(
     dev = json.loads(Path(args.e2e).read_text(encoding="utf-8"))["rows"]
     runs = Path(args.cache) / "end_to_end_runs"
     base_dev = dev_lines(dev, runs, args.model, args.baseline)
+    baseline = [*base_dev, *tagged[args.baseline]]
     pooled = {}
-    for lead in (name for name in args.rows if name in (*LEADS, *CANDIDATES)):
-        lead_dev = dev_lines(dev, runs, args.model, lead) if base_dev else []
-        if lead != args.baseline and lead_dev:
-            baseline = [*base_dev, *tagged[args.baseline]]
+    leads = [name for name in args.rows if name in (*LEADS, *CANDIDATES) and name != args.baseline]
+    for lead in leads if base_dev else []:
+        if lead_dev := dev_lines(dev, runs, args.model, lead):
             pooled[lead] = e2e.paired([*lead_dev, *tagged[lead]], baseline)
     return {
         "dataset": DATASET,
