@@ -77,7 +77,7 @@ from _common import ANALYSIS_END, ANALYSIS_START, REPO, machine, read_analysis
 from rag_complexity_agents.agents.context import derive_components
 from rag_complexity_agents.agents.plan_execute import is_bridge
 from rag_complexity_agents.config import Config, default_home
-from rag_complexity_agents.config.pipelines import DEFAULT_PIPELINE
+from rag_complexity_agents.config.pipelines import DEFAULT_PIPELINE, PIPELINES, get_pipeline
 from rag_complexity_agents.corpus.store import CorpusStore
 from rag_complexity_agents.errors import RCAError
 from rag_complexity_agents.eval.datasets import (
@@ -184,6 +184,7 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
             ("plan_execute_mer_echo", "Plan-and-execute + MER, echoed answers asked again"),
             ("plan_execute_mer_kind", "Plan-and-execute + MER, wrong-kind answers asked again"),
             ("plan_execute_mer_resample", "Plan-and-execute + MER, flawed plans resampled (k = 4)"),
+            ("plan_execute_mer_votes", "Plan-and-execute + MER, bridge votes (m = 5)"),
             (
                 "plan_execute_mer_chain_quote",
                 "Plan-and-execute, a chain's quoting last step answers, MER after other plans",
@@ -191,6 +192,10 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
         )
     },
     "plan_execute_nar": ("Plan-and-execute + NAR", (*_NAR, *_PLAN[len(_RETRIEVAL) :])),
+    "plan_execute_nar_mer": (
+        "Plan-and-execute + NAR + MER",
+        (*_NAR, *_PLAN_MER[len(_RETRIEVAL) :]),
+    ),
     "adaptive": (
         "Router (shipped head): single-step or the default",
         (*_PLAN, "adaptive.classifier", "adaptive.c_strategy"),
@@ -226,6 +231,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "plan_execute_mer_echo": ("plan_execute_mer", {"agents.reject_echo": True}),
     "plan_execute_mer_kind": ("plan_execute_mer", {"agents.check_kind": True}),
     "plan_execute_mer_resample": ("plan_execute_mer", {"agents.plan_samples": 4}),
+    "plan_execute_mer_votes": ("plan_execute_mer", {"agents.bridge_votes": 5}),
     "plan_execute_mer_chain_quote": (
         "plan_execute_mer",
         {"agents.quote_evidence": "final", "mer.after_chain": False},
@@ -239,6 +245,29 @@ DEFAULT_WITHOUT_MER = "plan_execute_checks"
 def harness_strategy(name: str) -> str:
     """The harness strategy a plan row runs (a variant's registered strategy)."""
     return VARIANTS.get(name, (name, {}))[0]
+
+
+def nar_row(loop: str) -> str:
+    """The registered pipeline that is ``loop`` (a pipeline name) with NAR retrieval."""
+    pipeline = get_pipeline(loop)
+    return next(
+        p.name
+        for p in PIPELINES.values()
+        if (p.loop, p.retrieval, p.mer, p.router) == (pipeline.loop, "nar", pipeline.mer, False)
+    )
+
+
+def varied(name: str) -> str:
+    """The strategy a variant or NAR row changes one part of (its pooled comparison)."""
+    if name in VARIANTS:
+        return VARIANTS[name][0]
+    pipeline = get_pipeline(name)
+    return next(
+        p.name
+        for p in PIPELINES.values()
+        if (p.loop, p.retrieval, p.mer, p.router)
+        == (pipeline.loop, "first_stage", pipeline.mer, False)
+    )
 
 
 def row_overrides(name: str) -> dict[str, Any]:
@@ -290,7 +319,7 @@ def build_plan(
     ]
     if strong_model:
         variants = [name for name, (loop, _) in VARIANTS.items() if loop in best_loops]
-        nar = [f"{best_loops[0]}_nar"] if variants else []
+        nar = [nar_row(loop) for loop in best_loops] if variants else []
         strong = [
             "single_step",
             *best_loops,
@@ -514,7 +543,7 @@ def pooled_comparisons(
         ]
         return [line for part in found for line in part] if len(found) == len(DATASETS) else None
 
-    variants = {*VARIANTS, f"{best_loop}_nar"} if best_loop else set()
+    variants = {*VARIANTS, *(nar_row(s) for s in (best_loop, DEFAULT_PIPELINE) if s)}
     out: list[dict[str, Any]] = []
     for model in dict.fromkeys(row["model"] for row in rows):
         strategies = [r["strategy"] for r in rows if r["model"] == model]
@@ -527,11 +556,7 @@ def pooled_comparisons(
             pairs += [(DEFAULT_PIPELINE, DEFAULT_WITHOUT_MER)]
         if best_loop and best_loop != DEFAULT_PIPELINE:
             pairs += [(best_loop, "single_step")]
-            pairs += [
-                (v, VARIANTS.get(v, (best_loop, {}))[0])
-                for v in dict.fromkeys(strategies)
-                if v in variants
-            ]
+            pairs += [(v, varied(v)) for v in dict.fromkeys(strategies) if v in variants]
         for ours, other in pairs:
             a, b = pooled_lines(model, ours), pooled_lines(model, other)
             if a is None or b is None:

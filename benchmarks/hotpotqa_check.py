@@ -5,7 +5,8 @@ compositional. This script asks whether what it found holds on HotpotQA (distrac
 first ``--n`` questions over the pooled paragraphs of the whole file): single-step,
 plan-and-execute (:data:`BASELINE`), the variants of it that led on the dev sets
 (:data:`LEADS`: two passages a plan step, the last step quoting its evidence, MER; the one
-that passed, MER, is the default pipeline now) and the router in front of the default
+that passed, MER, is the default pipeline now), the default without MER
+(:data:`WITHOUT_MER`) and the router in front of the default
 (``adaptive``, the shipped head: single-step or the default per question), with the
 end-to-end benchmark's settings and the 1.5B model. It then pools each lead's paired
 difference against the baseline over the three sets, the two dev sets' questions read from
@@ -45,7 +46,9 @@ BASELINE = "plan_execute"
 LEADS = ("plan_execute_2_passages", "plan_execute_quote", "plan_execute_mer")
 #: Variants of the default measured against it (``--baseline plan_execute_mer``).
 CANDIDATES = ("plan_execute_mer_chain_quote",)
-ROWS = ("single_step", BASELINE, *LEADS, "adaptive", *CANDIDATES)
+#: The default without MER (``--baseline plan_execute_checks``: MER's own difference).
+WITHOUT_MER = e2e.DEFAULT_WITHOUT_MER
+ROWS = ("single_step", BASELINE, WITHOUT_MER, *LEADS, "adaptive", *CANDIDATES)
 DEFAULT_ROWS = ("single_step", BASELINE, *LEADS, "adaptive")
 MODEL = "llamacpp:qwen2.5-coder-1.5b"
 RESULTS = REPO / "benchmarks" / "results"

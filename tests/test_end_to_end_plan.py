@@ -226,13 +226,13 @@ def test_pooled_comparisons_pair_both_datasets(e2e: Any) -> None:
     rows = [
         {"dataset": first, "model": "m", "strategy": "single_step"},
         {"dataset": second, "model": "m", "strategy": "single_step"},
-        {"dataset": first, "model": "m", "strategy": "loop"},
-        {"dataset": second, "model": "m", "strategy": "loop"},
+        {"dataset": first, "model": "m", "strategy": "self_ask"},
+        {"dataset": second, "model": "m", "strategy": "self_ask"},
         {"dataset": first, "model": "m", "strategy": "gold_evidence"},
         {"dataset": second, "model": "m", "strategy": "gold_evidence"},
         {"dataset": first, "model": "m", "strategy": "peer_x"},  # one dataset only: left out
-        {"dataset": first, "model": "m", "strategy": "loop_nar"},  # a variant: against the loop
-        {"dataset": second, "model": "m", "strategy": "loop_nar"},
+        {"dataset": first, "model": "m", "strategy": "self_ask_nar"},  # a variant: against the loop
+        {"dataset": second, "model": "m", "strategy": "self_ask_nar"},
     ]
 
     def on(dataset: str, scores: list[int]) -> list[dict[str, Any]]:
@@ -249,10 +249,10 @@ def test_pooled_comparisons_pair_both_datasets(e2e: Any) -> None:
         7: on(first, [0, 0]),
         8: on(second, [1, 1]),
     }
-    pooled = e2e.pooled_comparisons(rows, lines, "loop")
+    pooled = e2e.pooled_comparisons(rows, lines, "self_ask")
     assert [(p["strategy"], p["vs"], p["n"], p["delta"]) for p in pooled] == [
-        ("loop", "single_step", 4, 0.75),
-        ("loop_nar", "loop", 4, -0.25),
+        ("self_ask", "single_step", 4, 0.75),
+        ("self_ask_nar", "self_ask", 4, -0.25),
     ]
     assert pooled[0]["ci_low"] <= 0.75 <= pooled[0]["ci_high"]
     assert set(pooled[0]) == {"strategy", "vs", "model", "n", "delta", "ci_low", "ci_high"}
