@@ -247,27 +247,24 @@ def harness_strategy(name: str) -> str:
     return VARIANTS.get(name, (name, {}))[0]
 
 
-def nar_row(loop: str) -> str:
-    """The registered pipeline that is ``loop`` (a pipeline name) with NAR retrieval."""
-    pipeline = get_pipeline(loop)
-    return next(
-        p.name
-        for p in PIPELINES.values()
-        if (p.loop, p.retrieval, p.mer, p.router) == (pipeline.loop, "nar", pipeline.mer, False)
-    )
-
-
-def varied(name: str) -> str:
-    """The strategy a variant or NAR row changes one part of (its pooled comparison)."""
-    if name in VARIANTS:
-        return VARIANTS[name][0]
+def with_retrieval(name: str, retrieval: str) -> str:
+    """The registered pipeline that is pipeline ``name`` with ``retrieval`` instead."""
     pipeline = get_pipeline(name)
     return next(
         p.name
         for p in PIPELINES.values()
-        if (p.loop, p.retrieval, p.mer, p.router)
-        == (pipeline.loop, "first_stage", pipeline.mer, False)
+        if (p.loop, p.retrieval, p.mer, p.router) == (pipeline.loop, retrieval, pipeline.mer, False)
     )
+
+
+def nar_row(loop: str) -> str:
+    """The registered pipeline that is ``loop`` (a pipeline name) with NAR retrieval."""
+    return with_retrieval(loop, "nar")
+
+
+def varied(name: str) -> str:
+    """The strategy a variant or NAR row changes one part of (its pooled comparison)."""
+    return VARIANTS[name][0] if name in VARIANTS else with_retrieval(name, "first_stage")
 
 
 def row_overrides(name: str) -> dict[str, Any]:
