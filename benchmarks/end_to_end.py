@@ -133,6 +133,7 @@ _PLAN = (
     "agents.bridge_votes",
     "agents.reject_echo",
     "agents.check_kind",
+    "agents.reread_unsupported",
     "agents.plan_samples",
     "agents.mer",
 )
@@ -183,6 +184,10 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
             ("plan_execute_mer_one_step", "Plan-and-execute + MER, a one-step exemplar first"),
             ("plan_execute_mer_echo", "Plan-and-execute + MER, echoed answers asked again"),
             ("plan_execute_mer_kind", "Plan-and-execute + MER, wrong-kind answers asked again"),
+            (
+                "plan_execute_mer_reread",
+                "Plan-and-execute + MER, answers off the query read again",
+            ),
             ("plan_execute_mer_resample", "Plan-and-execute + MER, flawed plans resampled (k = 4)"),
             ("plan_execute_mer_votes", "Plan-and-execute + MER, bridge votes (m = 5)"),
             (
@@ -208,8 +213,11 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
 }
 #: Settings of a registered strategy's own row and of its variants: plan-and-execute is the
-#: named baseline, the loop as it was before the plan checks.
-BASELINES: dict[str, dict[str, Any]] = {"plan_execute": {"agents.plan_checks": False}}
+#: named baseline, the loop as it was before the plan checks, and its NAR row is that loop
+#: with NAR.
+BASELINES: dict[str, dict[str, Any]] = {
+    name: {"agents.plan_checks": False} for name in ("plan_execute", "plan_execute_nar")
+}
 #: Rows that run a registered strategy with settings of their own: name → (strategy, the
 #: config overrides): the best loop (plan-and-execute without MER) with one part switched.
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -230,6 +238,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "plan_execute_mer_one_step": ("plan_execute_mer", {"agents.one_step_exemplar": True}),
     "plan_execute_mer_echo": ("plan_execute_mer", {"agents.reject_echo": True}),
     "plan_execute_mer_kind": ("plan_execute_mer", {"agents.check_kind": True}),
+    "plan_execute_mer_reread": ("plan_execute_mer", {"agents.reread_unsupported": True}),
     "plan_execute_mer_resample": ("plan_execute_mer", {"agents.plan_samples": 4}),
     "plan_execute_mer_votes": ("plan_execute_mer", {"agents.bridge_votes": 5}),
     "plan_execute_mer_chain_quote": (

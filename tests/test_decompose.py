@@ -253,3 +253,63 @@ def test_a_sub_answer_of_the_wrong_kind_is_asked_for_again(parts: Components) ->
     assert '(Not "January 5, 1941": the question asks for a place.)' in again
     assert any("is not a place; asked again" in note for note in result.trace["notes"])
     assert result.trace["llm_calls"] == len(chat.calls)
+
+
+LEGO = "Who voices Batman in The Lego Batman Movie?"
+LEGO_DOCS = [
+    {
+        "id": "a",
+        "title": "The Lego Batman Movie",
+        "text": "The Lego Batman Movie is a 2017 animated film in which Will Arnett voices Batman.",
+    },
+    {"id": "b", "title": "Mr. Freeze", "text": "Michael Ansara voiced Mr. Freeze on television."},
+    {"id": "c", "title": "Lego Batman 3", "text": "Lego Batman 3 is a game set in space."},
+]
+
+
+def answer_lego(parts: Components, reply: Any, **agents: Any) -> tuple[str, Any, ScriptedChat]:
+    """One plan step answered from :data:`LEGO_DOCS` by a chat that replies ``reply``."""
+    from rag_complexity_agents.agents.answer import answer_from_evidence
+
+    cfg = demo_config(parts.config.corpus.home, agents=agents)
+    derived = derive_components(parts, cfg)
+    chat = ScriptedChat(script=Script(answer=[reply]))
+    derived.chat = chat  # type: ignore[misc]
+    ctx = AgentContext(
+        config=derived.config, parts=derived, options={}, pipeline=get_pipeline("plan_execute")
+    )
+    state: Any = {
+        "question": LEGO,
+        "pending_step": 0,
+        "steps": [{"index": 0, "sub_question": LEGO, "answer": ""}],
+        "retrievals": [{"step": 0, "docs": LEGO_DOCS}],
+    }
+    _, answer, update = answer_from_evidence(ctx, state, 0)
+    return answer, update, chat
+
+
+def test_a_sub_answer_no_passage_on_its_query_holds_is_read_again(parts: Components) -> None:
+    def misreads(human: str) -> str:  # the off-topic passage's name while it is in view
+        return "Michael Ansara" if "Mr. Freeze" in human else "Will Arnett"
+
+    answer, _, chat = answer_lego(parts, misreads)
+    assert answer == "Michael Ansara" and len(chat.calls) == 1  # off: the misreading stands
+    answer, update, chat = answer_lego(parts, misreads, reread_unsupported=True)
+    # read again from the passages about the query (1 and 3), whose answer one of them holds
+    assert answer == "Will Arnett"
+    first, again = humans(chat, "answer")
+    assert "Mr. Freeze" in first and "Mr. Freeze" not in again and "Lego Batman 3" in again
+    assert any("read again from passages [1, 3]" in note for note in update["notes"])
+    assert update["llm_calls"] == 2
+    # an answer a passage on the query holds is not read again, nor is 'unknown'
+    for reply in ("Will Arnett", "unknown"):
+        answer, _, chat = answer_lego(parts, reply, reread_unsupported=True)
+        assert answer == reply and len(chat.calls) == 1
+    # a reading again that no passage holds either leaves the first answer
+    answer, update, chat = answer_lego(
+        parts,
+        lambda h: "Michael Ansara" if "Mr. Freeze" in h else "Adam West",
+        reread_unsupported=True,
+    )
+    assert answer == "Michael Ansara" and len(chat.calls) == 2
+    assert any("the first kept" in note for note in update["notes"])

@@ -167,6 +167,9 @@ def test_the_baseline_loop_runs_without_the_plan_checks(e2e: Any) -> None:
     # the baseline's other variants switch one part of the loop as it was
     quote = {"agents.plan_checks": False, "agents.quote_evidence": "final"}
     assert e2e.row_overrides("plan_execute_quote") == quote
+    # and its NAR row is that loop with NAR, as its label and pooled comparison say
+    assert e2e.varied("plan_execute_nar") == "plan_execute"
+    assert e2e.row_overrides("plan_execute_nar") == {"agents.plan_checks": False}
     assert e2e.row_overrides(e2e.DEFAULT_PIPELINE) == {}
     first, second = e2e.DATASETS
     rows = [

@@ -112,13 +112,16 @@ class Passage(NamedTuple):
     """Title and text."""
 
 
+def passage(doc: Mapping[str, Any]) -> Passage:
+    """A retrieved document (title, text) as a :class:`Passage`."""
+    title = normalize_answer(str(doc.get("title") or ""))
+    return Passage(title, f"{title} {normalize_answer(str(doc.get('text') or ''))}")
+
+
 def _read_passages(state: Mapping[str, Any]) -> list[Passage]:
-    """Every passage the run's steps retrieved, as its normalised title and title + text."""
+    """Every passage the run's steps retrieved."""
     return [
-        Passage(title, f"{title} {normalize_answer(str(doc.get('text') or ''))}")
-        for record in state.get("retrievals") or []
-        for doc in record.get("docs") or []
-        for title in (normalize_answer(str(doc.get("title") or "")),)
+        passage(doc) for record in state.get("retrievals") or [] for doc in record.get("docs") or []
     ]
 
 
@@ -141,6 +144,13 @@ def _on_topic(state: Mapping[str, Any]) -> list[str]:
 
 def _stems(words: Iterable[str]) -> set[str]:
     return {word[:STEM] for word in words}
+
+
+def on_topic(asked: str, read: Passage) -> bool:
+    """Whether more than :data:`SUPPORT_SHARE` of the content words of ``asked`` (compared
+    as :func:`support` compares them) occur in ``read``: the passage is about what was asked."""
+    wanted = _stems(content_words(asked))
+    return not wanted or len(wanted & _stems(read.text.split())) > SUPPORT_SHARE * len(wanted)
 
 
 def support(answer: str, asked: Iterable[str], passages: Iterable[Passage]) -> float:

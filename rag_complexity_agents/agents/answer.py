@@ -14,7 +14,15 @@ from ..models.structured import record_format_failure
 from ..retrieval.mer import DEFAULT_EXEMPLARS, MetaEvidenceReasoner, collect_evidence
 from ..text import as_text, cover_em, normalize_answer
 from ..types import ScoredDoc
-from .abstain import NOT_FOUND, AbstainMode, abstention
+from .abstain import (
+    NOT_FOUND,
+    SUPPORT_SHARE,
+    AbstainMode,
+    abstention,
+    on_topic,
+    passage,
+    support,
+)
 from .context import AgentContext
 from .kinds import KIND_NAMES, Kind, asks_for, not_of_kind
 from .parsers import names_passage
@@ -181,7 +189,11 @@ def answer_from_evidence(
     sub-question names (:func:`echoes_question`) is asked for once more, quoting the evidence
     first and with that answer ruled out; an echo again becomes 'unknown'. With
     ``agents.check_kind``, so is an answer that plainly is not of the kind the sub-question
-    asks for (:func:`~.kinds.not_of_kind`: a date for "Where ...?")."""
+    asks for (:func:`~.kinds.not_of_kind`: a date for "Where ...?"). With
+    ``agents.reread_unsupported``, an answer that no passage about the sub-question holds
+    (:func:`~.abstain.support` at most :data:`~.abstain.SUPPORT_SHARE`, e.g. a name copied
+    from the one off-topic passage) is asked for again from the passages on the sub-question
+    only (:func:`~.abstain.on_topic`), and that answer is kept when one of them holds it."""
     sub = step_query(state, step)
     docs = [doc_from_record(d) for d in shown_docs(ctx, state, step)]
     quote = quote and bool(docs)
@@ -191,11 +203,12 @@ def answer_from_evidence(
         ruled_out: str = "",
         why: str = single_step_prompt.ECHO,
         quoting: bool = quote,
+        shown: Sequence[ScoredDoc] = docs,
     ) -> tuple[ChatReply, str, Update]:
         obj, reply, update = ask_step(
             ctx,
             counted,
-            answer_messages(ctx, sub, docs, ruled_out=ruled_out, why=why, quote=quoting),
+            answer_messages(ctx, sub, shown, ruled_out=ruled_out, why=why, quote=quoting),
             kind="sub_answer",
             max_tokens=ctx.agents.answer_max_tokens + (QUOTE_TOKENS if quoting else 0),
             stop=["\n\n"],
@@ -207,7 +220,7 @@ def answer_from_evidence(
             answer = (quoted_answer if quoting else extract_short_answer)(reply.text)
         if not answer and quoting:  # the quote used up its tokens (or stopped) before 'Answer:'
             after: Any = {**counted, **update}
-            reply, answer, again = ask(after, ruled_out, why, quoting=False)
+            reply, answer, again = ask(after, ruled_out, why, quoting=False, shown=shown)
             update.update(again)
             add_note(
                 update,
@@ -257,6 +270,23 @@ def answer_from_evidence(
                 f"step {step}: the sub-answer {first!r} {what}; asked again, quoting: {answer!r}",
             )
             break
+    if ctx.agents.reread_unsupported and not _says_nothing(normalize_answer(answer)):
+        read = [passage(d) for d in shown_docs(ctx, state, step)]
+        topical = [i for i, p in enumerate(read) if on_topic(sub, p)]
+        if 0 < len(topical) < len(read) and support(answer, [sub], read) <= SUPPORT_SHARE:
+            first = answer
+            counted = {**state, **update}
+            reply, reread, more = ask(counted, shown=[docs[i] for i in topical])
+            update.update(more)
+            kept = support(reread, [sub], [read[i] for i in topical]) > SUPPORT_SHARE
+            answer = reread if kept else first
+            add_note(
+                update,
+                state,
+                f"step {step}: no passage on its query holds the sub-answer {first!r}; read "
+                f"again from passages {[i + 1 for i in topical]}: {reread!r}, "
+                + ("kept" if kept else "not held either, the first kept"),
+            )
     return reply, answer, update
 
 

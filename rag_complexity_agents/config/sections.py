@@ -486,6 +486,14 @@ class AgentsConfig(BaseModel):
         "questions of MuSiQue and 2Wiki with the 1.5B model, pooled, 0.0 [-2, +2] cover-EM "
         "points (benchmarks/results/end_to_end.md). Not in the paper.",
     )
+    reread_unsupported: bool = Field(
+        False,
+        description="A sub-answer that no passage about its query holds (a passage holding "
+        "it shares at most a third of the query's content words, e.g. a name read from the "
+        "one off-topic passage of three) is asked for once more from the passages about the "
+        "query only, and that answer is kept when one of them holds it (agents/answer.py). "
+        "Not in the paper.",
+    )
     check_kind: bool = Field(
         False,
         description="A sub-answer that plainly is not of the kind its query's opening asks "
