@@ -170,7 +170,10 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
             ),
             ("plan_execute_rules", "Plan-and-execute, planning rules"),
             ("plan_execute_votes", "Plan-and-execute + bridge votes (m = 5)"),
-            ("plan_execute_checks", "Plan-and-execute + plan checks (the default without MER)"),
+            (
+                "plan_execute_checks",
+                "Plan-and-execute + plan checks, reread (the default without MER)",
+            ),
         )
     },
     **{
@@ -185,8 +188,8 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
             ("plan_execute_mer_echo", "Plan-and-execute + MER, echoed answers asked again"),
             ("plan_execute_mer_kind", "Plan-and-execute + MER, wrong-kind answers asked again"),
             (
-                "plan_execute_mer_reread",
-                "Plan-and-execute + MER, answers off the query read again",
+                "plan_execute_mer_no_reread",
+                "Plan-and-execute + MER, answers off the query not read again",
             ),
             ("plan_execute_mer_resample", "Plan-and-execute + MER, flawed plans resampled (k = 4)"),
             ("plan_execute_mer_votes", "Plan-and-execute + MER, bridge votes (m = 5)"),
@@ -212,16 +215,21 @@ STRATEGY_INFO: dict[str, tuple[str, tuple[str, ...]]] = {
         (*_RETRIEVAL, "agents.max_steps"),
     ),
 }
+#: The settings that make plan-and-execute the loop as it was before the plan checks and
+#: the reading again of off-topic answers.
+_LOOP_AS_IT_WAS: dict[str, Any] = {"agents.plan_checks": False, "agents.reread_unsupported": False}
 #: Settings of a registered strategy's own row and of its variants: plan-and-execute is the
-#: named baseline, the loop as it was before the plan checks, and its NAR row is that loop
-#: with NAR.
+#: named baseline, the loop as it was, and its NAR row is that loop with NAR.
 BASELINES: dict[str, dict[str, Any]] = {
-    name: {"agents.plan_checks": False} for name in ("plan_execute", "plan_execute_nar")
+    name: _LOOP_AS_IT_WAS for name in ("plan_execute", "plan_execute_nar")
 }
 #: Rows that run a registered strategy with settings of their own: name → (strategy, the
 #: config overrides): the best loop (plan-and-execute without MER) with one part switched.
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
-    "plan_execute_checks": ("plan_execute", {"agents.plan_checks": True}),
+    "plan_execute_checks": (
+        "plan_execute",
+        {"agents.plan_checks": True, "agents.reread_unsupported": True},
+    ),
     "plan_execute_votes": ("plan_execute", {"agents.bridge_votes": 5}),
     "plan_execute_2_passages": ("plan_execute", {"answer.sub_passages": 2}),
     "plan_execute_quote": ("plan_execute", {"agents.quote_evidence": "final"}),
@@ -238,7 +246,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "plan_execute_mer_one_step": ("plan_execute_mer", {"agents.one_step_exemplar": True}),
     "plan_execute_mer_echo": ("plan_execute_mer", {"agents.reject_echo": True}),
     "plan_execute_mer_kind": ("plan_execute_mer", {"agents.check_kind": True}),
-    "plan_execute_mer_reread": ("plan_execute_mer", {"agents.reread_unsupported": True}),
+    "plan_execute_mer_no_reread": ("plan_execute_mer", {"agents.reread_unsupported": False}),
     "plan_execute_mer_resample": ("plan_execute_mer", {"agents.plan_samples": 4}),
     "plan_execute_mer_votes": ("plan_execute_mer", {"agents.bridge_votes": 5}),
     "plan_execute_mer_chain_quote": (

@@ -284,7 +284,8 @@ def answer_lego(parts: Components, reply: Any, **agents: Any) -> tuple[str, Any,
         "steps": [{"index": 0, "sub_question": LEGO, "answer": ""}],
         "retrievals": [{"step": 0, "docs": LEGO_DOCS}],
     }
-    _, answer, update = answer_from_evidence(ctx, state, 0)
+    reread = ctx.agents.reread_unsupported  # plan-and-execute's knob
+    _, answer, update = answer_from_evidence(ctx, state, 0, reread=reread)
     return answer, update, chat
 
 
@@ -292,9 +293,9 @@ def test_a_sub_answer_no_passage_on_its_query_holds_is_read_again(parts: Compone
     def misreads(human: str) -> str:  # the off-topic passage's name while it is in view
         return "Michael Ansara" if "Mr. Freeze" in human else "Will Arnett"
 
-    answer, _, chat = answer_lego(parts, misreads)
+    answer, _, chat = answer_lego(parts, misreads, reread_unsupported=False)
     assert answer == "Michael Ansara" and len(chat.calls) == 1  # off: the misreading stands
-    answer, update, chat = answer_lego(parts, misreads, reread_unsupported=True)
+    answer, update, chat = answer_lego(parts, misreads)  # on by default
     # read again from the passages about the query (1 and 3), whose answer one of them holds
     assert answer == "Will Arnett"
     first, again = humans(chat, "answer")
@@ -303,7 +304,7 @@ def test_a_sub_answer_no_passage_on_its_query_holds_is_read_again(parts: Compone
     assert update["llm_calls"] == 2
     # an answer a passage on the query holds is not read again, nor is 'unknown'
     for reply in ("Will Arnett", "unknown"):
-        answer, _, chat = answer_lego(parts, reply, reread_unsupported=True)
+        answer, _, chat = answer_lego(parts, reply)
         assert answer == reply and len(chat.calls) == 1
     # a reading again that no passage holds either leaves the first answer
     answer, update, chat = answer_lego(

@@ -161,15 +161,17 @@ def test_a_row_carries_over_across_a_setting_added_since(e2e: Any) -> None:
 def test_the_baseline_loop_runs_without_the_plan_checks(e2e: Any) -> None:
     # the named baseline is the loop as it was; its variant with the checks is the default
     # without MER, which the default is paired with
-    assert e2e.BASELINES["plan_execute"] == {"agents.plan_checks": False}
-    assert e2e.VARIANTS[e2e.DEFAULT_WITHOUT_MER] == ("plan_execute", {"agents.plan_checks": True})
-    assert e2e.row_overrides(e2e.DEFAULT_WITHOUT_MER) == {"agents.plan_checks": True}
+    as_it_was = {"agents.plan_checks": False, "agents.reread_unsupported": False}
+    assert e2e.BASELINES["plan_execute"] == as_it_was
+    now = {"agents.plan_checks": True, "agents.reread_unsupported": True}
+    assert e2e.VARIANTS[e2e.DEFAULT_WITHOUT_MER] == ("plan_execute", now)
+    assert e2e.row_overrides(e2e.DEFAULT_WITHOUT_MER) == now
     # the baseline's other variants switch one part of the loop as it was
-    quote = {"agents.plan_checks": False, "agents.quote_evidence": "final"}
+    quote = {**as_it_was, "agents.quote_evidence": "final"}
     assert e2e.row_overrides("plan_execute_quote") == quote
     # and its NAR row is that loop with NAR, as its label and pooled comparison say
     assert e2e.varied("plan_execute_nar") == "plan_execute"
-    assert e2e.row_overrides("plan_execute_nar") == {"agents.plan_checks": False}
+    assert e2e.row_overrides("plan_execute_nar") == as_it_was
     assert e2e.row_overrides(e2e.DEFAULT_PIPELINE) == {}
     first, second = e2e.DATASETS
     rows = [

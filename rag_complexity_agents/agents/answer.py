@@ -176,7 +176,7 @@ def answer_messages(
 
 
 def answer_from_evidence(
-    ctx: AgentContext, state: AgentState, step: int, *, quote: bool = False
+    ctx: AgentContext, state: AgentState, step: int, *, quote: bool = False, reread: bool = False
 ) -> tuple[ChatReply, str, Update]:
     """(reply, short answer, state update with the calls' costs) for the sub-question of
     ``step`` (its ``query`` when it has one, e.g. with the bridge entity added) from the
@@ -189,11 +189,12 @@ def answer_from_evidence(
     sub-question names (:func:`echoes_question`) is asked for once more, quoting the evidence
     first and with that answer ruled out; an echo again becomes 'unknown'. With
     ``agents.check_kind``, so is an answer that plainly is not of the kind the sub-question
-    asks for (:func:`~.kinds.not_of_kind`: a date for "Where ...?"). With
-    ``agents.reread_unsupported``, an answer that no passage about the sub-question holds
-    (:func:`~.abstain.support` at most :data:`~.abstain.SUPPORT_SHARE`, e.g. a name copied
-    from the one off-topic passage) is asked for again from the passages on the sub-question
-    only (:func:`~.abstain.on_topic`), and that answer is kept when one of them holds it."""
+    asks for (:func:`~.kinds.not_of_kind`: a date for "Where ...?"). With ``reread``
+    (plan-and-execute's ``agents.reread_unsupported``), an answer that no passage about the
+    sub-question holds (:func:`~.abstain.support` at most :data:`~.abstain.SUPPORT_SHARE`,
+    e.g. a name copied from the one off-topic passage) is asked for again from the passages
+    on the sub-question only (:func:`~.abstain.on_topic`), and that answer is kept when one
+    of them holds it."""
     sub = step_query(state, step)
     docs = [doc_from_record(d) for d in shown_docs(ctx, state, step)]
     quote = quote and bool(docs)
@@ -270,7 +271,7 @@ def answer_from_evidence(
                 f"step {step}: the sub-answer {first!r} {what}; asked again, quoting: {answer!r}",
             )
             break
-    if ctx.agents.reread_unsupported and not _says_nothing(normalize_answer(answer)):
+    if reread and not _says_nothing(normalize_answer(answer)):
         read = [passage(d) for d in shown_docs(ctx, state, step)]
         topical = [i for i, p in enumerate(read) if on_topic(sub, p)]
         if 0 < len(topical) < len(read) and support(answer, [sub], read) <= SUPPORT_SHARE:
@@ -300,11 +301,14 @@ def _off_kind(answer: str, kind: Kind | None) -> bool:
     return not _says_nothing(normalize_answer(answer)) and not_of_kind(answer, kind)
 
 
-def answer_sub(state: AgentState, ctx: AgentContext, *, quote: bool = False) -> Update:
+def answer_sub(
+    state: AgentState, ctx: AgentContext, *, quote: bool = False, reread: bool = False
+) -> Update:
     """Answer the pending step's sub-question from its accepted evidence (Self-Ask); with
-    ``quote``, quoting the evidence first (:func:`answer_from_evidence`)."""
+    ``quote``, quoting the evidence first, and with ``reread``, reading an answer no passage
+    on the question holds again (:func:`answer_from_evidence`)."""
     step = int(state.get("pending_step", 0))
-    _, answer, update = answer_from_evidence(ctx, state, step, quote=quote)
+    _, answer, update = answer_from_evidence(ctx, state, step, quote=quote, reread=reread)
     steps = merge_steps(steps_of(state), [{"index": step, "answer": answer}])
     return {"steps": steps, **update}
 

@@ -351,7 +351,8 @@ def splice(questions: Sequence[str], index: int, parts: Sequence[str]) -> list[s
 
 def _answer(state: AgentState, ctx: AgentContext) -> Update:
     """Answer the pending step (:func:`~.answer.answer_sub`; quoting its evidence first as
-    ``agents.quote_evidence`` says); a bridge step
+    ``agents.quote_evidence`` says, reading an answer no passage on its query holds again
+    with ``agents.reread_unsupported``); a bridge step
     (:func:`is_bridge`) with ``agents.bridge_votes`` = m > 1 then keeps the answer of the
     vote over its greedy answer and m − 1 samples (:mod:`.votes`): one prompt evaluation
     on llama.cpp, m − 1 calls on other models."""
@@ -359,7 +360,7 @@ def _answer(state: AgentState, ctx: AgentContext) -> Update:
     plan = state.get("plan") or []
     quoting = ctx.agents.quote_evidence
     quote = quoting == "all" or (quoting == "final" and step == len(plan) - 1)
-    update = answer_sub(state, ctx, quote=quote)
+    update = answer_sub(state, ctx, quote=quote, reread=ctx.agents.reread_unsupported)
     m = ctx.agents.bridge_votes
     if m < 2 or not is_bridge(plan, step):
         return update
