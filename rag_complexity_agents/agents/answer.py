@@ -277,15 +277,15 @@ def answer_from_evidence(
         if 0 < len(topical) < len(read) and support(answer, [sub], read) <= SUPPORT_SHARE:
             first = answer
             counted = {**state, **update}
-            reply, reread, more = ask(counted, shown=[docs[i] for i in topical])
+            reply, second, more = ask(counted, shown=[docs[i] for i in topical])
             update.update(more)
-            kept = support(reread, [sub], [read[i] for i in topical]) > SUPPORT_SHARE
-            answer = reread if kept else first
+            kept = support(second, [sub], [read[i] for i in topical]) > SUPPORT_SHARE
+            answer = second if kept else first
             add_note(
                 update,
                 state,
                 f"step {step}: no passage on its query holds the sub-answer {first!r}; read "
-                f"again from passages {[i + 1 for i in topical]}: {reread!r}, "
+                f"again from passages {[i + 1 for i in topical]}: {second!r}, "
                 + ("kept" if kept else "not held either, the first kept"),
             )
     return reply, answer, update
