@@ -45,7 +45,11 @@ BASELINE = "plan_execute"
 #: Its variants that led on the dev sets.
 LEADS = ("plan_execute_2_passages", "plan_execute_quote", "plan_execute_mer")
 #: Variants of the default measured against it (``--baseline plan_execute_mer``).
-CANDIDATES = ("plan_execute_mer_chain_quote", "plan_execute_mer_no_reread")
+CANDIDATES = (
+    "plan_execute_mer_chain_quote",
+    "plan_execute_mer_no_reread",
+    "plan_execute_mer_resample",
+)
 #: The default without MER (``--baseline plan_execute_checks``: MER's own difference).
 WITHOUT_MER = e2e.DEFAULT_WITHOUT_MER
 ROWS = ("single_step", BASELINE, WITHOUT_MER, *LEADS, "adaptive", *CANDIDATES)

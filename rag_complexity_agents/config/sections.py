@@ -291,8 +291,8 @@ class MERConfig(BaseModel):
         "the answer, and MER concludes only plans that are not chains (a comparison of two "
         "things, a question about several) and chains whose last answer is missing or only "
         "repeats the question, its own query or an earlier step's answer (with the 1.5B model "
-        "and agents.quote_evidence='final', over MuSiQue, 2Wiki and HotpotQA: -0.3 [-3.8, "
-        "+3.5] cover-EM points at 5-21% fewer LLM calls; benchmarks/results/end_to_end.md). "
+        "and agents.quote_evidence='final', pooled over MuSiQue and 2Wiki: +1.1 [-3.0, +5.6] "
+        "cover-EM points at 10-19% fewer LLM calls; benchmarks/results/end_to_end.md). "
         "Not in the paper.",
     )
 
@@ -418,9 +418,9 @@ class AgentsConfig(BaseModel):
         "name, or a name or number of the question that no step gives) is set against k "
         "plans sampled from the same prompt (one prompt evaluation on llama.cpp), and the "
         "plan with the fewest flaws runs, the model's own plan on a tie. 0: off (k = 4 with "
-        "the 1.5B model, all 134 MuSiQue and 75 2Wiki questions, pooled: +1.4 [-1.4, +4.3] "
-        "cover-EM points at 0.3 more LLM calls; benchmarks/results/end_to_end.md). Not in the "
-        "paper (self-consistency over plans, judged by their flaws).",
+        "the 1.5B model, pooled over MuSiQue, 2Wiki and HotpotQA: +1.2 [-0.5, +3.0] cover-EM "
+        "points at 0.1-0.65 more LLM calls a question; benchmarks/results/hotpotqa_check.md). "
+        "Not in the paper (self-consistency over plans, judged by their flaws).",
     )
     plan_checks: bool = Field(
         True,
@@ -493,9 +493,9 @@ class AgentsConfig(BaseModel):
         "e.g. a name read from the one off-topic passage of three) is asked for once more "
         "from the passages about the query only, and that answer is kept when one of them "
         "holds it (agents/answer.py). With the 1.5B model: +1.5 [+0.4, +3.0] cover-EM points "
-        "pooled over MuSiQue and 2Wiki, +0.8 [0, +2.2] on HotpotQA, no question lost, at "
-        "0.1-0.3 more LLM calls a question (benchmarks/results/end_to_end.md). Not in the "
-        "paper.",
+        "pooled over MuSiQue and 2Wiki, +1.2 [+0.2, +2.5] with HotpotQA too, no question lost, "
+        "at 0.1-0.3 more LLM calls a question (benchmarks/results/hotpotqa_check.md). Not in "
+        "the paper.",
     )
     check_kind: bool = Field(
         False,
