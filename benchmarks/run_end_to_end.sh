@@ -20,8 +20,9 @@
 #     first is "the" best loop (the Δ-vs-best-loop column, and the loop whose variants run).
 #     Plan-and-execute, chosen on the dev rows of decomposition_dev.md, scores like Self-Ask +
 #     SUNAR at a third or less of its LLM calls (end_to_end.md); plan_execute_mer, the same
-#     loop with MER and the plan checks, is the default pipeline; plan_execute's rows run
-#     without the checks, as the named baseline (end_to_end.py's BASELINES), and its variant
+#     loop with MER, the plan checks and the second reading, is the default pipeline;
+#     plan_execute's rows run without the checks and the second reading, as the named
+#     baseline (end_to_end.py's BASELINES), and its variant
 #     plan_execute_checks is the default without MER. Self-Ask + SUNAR is an ablation row
 #     (n = 50; the ablation rows are the paper's loops not named here). Keep the value fixed
 #     between calls
