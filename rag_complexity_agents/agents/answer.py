@@ -196,7 +196,8 @@ def answer_from_evidence(
     on the sub-question only (:func:`~.abstain.on_topic`), and that answer is kept when one
     of them holds it."""
     sub = step_query(state, step)
-    docs = [doc_from_record(d) for d in shown_docs(ctx, state, step)]
+    records = shown_docs(ctx, state, step)
+    docs = [doc_from_record(d) for d in records]
     quote = quote and bool(docs)
 
     def ask(
@@ -272,7 +273,7 @@ def answer_from_evidence(
             )
             break
     if reread and not _says_nothing(normalize_answer(answer)):
-        read = [passage(d) for d in shown_docs(ctx, state, step)]
+        read = [passage(d) for d in records]
         topical = [i for i, p in enumerate(read) if on_topic(sub, p)]
         if 0 < len(topical) < len(read) and support(answer, [sub], read) <= SUPPORT_SHARE:
             first = answer
