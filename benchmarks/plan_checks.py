@@ -3,7 +3,11 @@
 * ``agents.plan_checks`` (on): a plan that has lost the question's subject becomes the
   question itself ("subject"); a "Who is X?" step asks for the relative of X the question
   wants ("relation");
-* ``mer.after_one_step_plan`` (off, so MER is skipped after a plan of one answered step).
+* ``mer.after_one_step_plan`` (off, so MER is skipped after a plan of one answered step);
+* ``agents.tidy_plans`` (off): a step that only asks what a thing the question names is
+  dropped ("identity step"), a plan with a step that restates the question becomes the
+  question ("restated"), and steps after the last one that asks the question's kind of
+  answer are cut ("after the answer").
 
 (``agents.one_step_exemplar`` is not measured here: it rewords most plans, so it is a
 full-set row of ``end_to_end.py``.)
@@ -12,9 +16,9 @@ A question whose plan a part leaves alone makes the same LLM calls either way (g
 decoding, LLM cache) and so gives the same answer; a full-set run of each variant would
 repeat those calls for nothing. So, per chat model and question set:
 
-1. every question's plan as the default makes it, and without the plan checks (the planning
-   call only: the graph is stopped at its first plan; the second plan comes from the LLM
-   cache);
+1. every question's plan as the default makes it, and with each plan-changing part's other
+   value (the planning call only: the graph is stopped at its first plan; the other plans
+   come from the LLM cache);
 2. the default with the part and without, on the questions whose plan it changes (for the
    MER skip: whose plan has one step).
 
@@ -23,9 +27,10 @@ pooled collection and settings) and the Adaptive-RAG benchmark's mixed set (60 o
 60 multi-hop questions, its collection and settings).
 
 Resumable (plan files and run files under ``<cache>/plan_checks_runs``, and the LLM cache);
-writes ``benchmarks/results/plan_checks.{json,md}``, keeping the markdown's analysis block::
+writes ``benchmarks/results/plan_checks.{json,md}``, keeping the markdown's analysis block and,
+with ``--parts``, the other parts' rows of a model from the file it replaces::
 
-    .venv/bin/python benchmarks/plan_checks.py --data ../shared/data
+    .venv/bin/python benchmarks/plan_checks.py --data ../shared/data [--parts tidy_plans]
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ import end_to_end as e2e
 from _common import DEFAULT_DATA, REPO, analysis_block, machine, write_results
 
 from rag_complexity_agents.agents.context import derive_components
+from rag_complexity_agents.agents.plan_execute import named_steps, restates
 from rag_complexity_agents.agents.registry import build_pipeline
 from rag_complexity_agents.config import Config, default_home
 from rag_complexity_agents.config.pipelines import DEFAULT_PIPELINE
@@ -73,7 +79,14 @@ class Part:
 PARTS: dict[str, Part] = {
     "plan_checks": Part("agents.plan_checks", True, False, plans=True),
     "mer_after_one_step_plan": Part("mer.after_one_step_plan", False, True, plans=False),
+    "tidy_plans": Part("agents.tidy_plans", False, True, plans=True),
 }
+COUNTED = {
+    "plan_checks": "plans changed by the checks",
+    "mer_after_one_step_plan": "one-step plans",
+    "tidy_plans": "plans tidied",
+}
+"""How the markdown names the questions a part changes."""
 RESULTS = REPO / "benchmarks" / "results"
 
 
@@ -82,6 +95,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--data", default=str(DEFAULT_DATA))
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated chat models")
     parser.add_argument("--sets", default=",".join(SETS), help="comma-separated question sets")
+    parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated parts")
     parser.add_argument("--limit", type=int, default=None, help="first n questions of a set")
     parser.add_argument("--cache", default=str(default_home() / "benchmarks"))
     parser.add_argument("--out", default=str(RESULTS / "plan_checks.json"))
@@ -89,9 +103,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     args.sets = [s.strip() for s in args.sets.split(",") if s.strip()]
-    unknown = sorted(set(args.sets) - set(SETS))
-    if unknown:
-        parser.error(f"unknown sets {unknown}; choose from {', '.join(SETS)}")
+    args.parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    for given, known, what in ((args.sets, SETS, "sets"), (args.parts, PARTS, "parts")):
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            parser.error(f"unknown {what} {unknown}; choose from {', '.join(known)}")
     return args
 
 
@@ -136,15 +152,20 @@ def first_plan(graph: Any, question: str) -> list[str]:
 
 
 def plans(
-    config: Config, parts: EvalComponents, pairs: Sequence[tuple[QARecord, Any]], runs: Path
+    config: Config,
+    parts: EvalComponents,
+    pairs: Sequence[tuple[QARecord, Any]],
+    runs: Path,
+    chosen: Sequence[str] = tuple(PARTS),
 ) -> dict[str, dict[str, list[str]]]:
-    """Label ("default" or a plan-changing part) → question id → the plan the default runs
-    (with that part's other value); one resumable JSONL file a label under ``runs``."""
+    """Label ("default" or a plan-changing part of ``chosen``) → question id → the plan the
+    default runs (with that part's other value); one resumable JSONL file a label under
+    ``runs``."""
     found = {}
     labels = {"default": config} | {
-        name: config.with_overrides({part.key: part.other})
-        for name, part in PARTS.items()
-        if part.plans
+        name: config.with_overrides({PARTS[name].key: PARTS[name].other})
+        for name in chosen
+        if PARTS[name].plans
     }
     for label, c in labels.items():
         path = runs / f"plans__{label}.jsonl"
@@ -174,6 +195,10 @@ def changed_by(part: str, default: list[str], other: list[str], question: str) -
         return "one-step plan" if len(default) == 1 else None
     if default == other:
         return None
+    if part == "tidy_plans":
+        if named_steps(default, question) != default:
+            return "identity step"
+        return "restated" if restates(default, question) else "after the answer"
     return "subject" if default == [question] else "relation"
 
 
@@ -252,7 +277,7 @@ def run_model(args: argparse.Namespace, model: str) -> dict[str, Any]:
         runs = Path(args.cache) / "plan_checks_runs" / slug / name
         parts = EvalComponents(config, llm_cache=open_llm_cache(config))
         print(f"== {model} {name}: plans of {len(pairs)} questions", flush=True)
-        planned = plans(config, parts, pairs, runs)
+        planned = plans(config, parts, pairs, runs, args.parts)
         groups = {
             r.id: name
             if name != "mixed"
@@ -260,7 +285,7 @@ def run_model(args: argparse.Namespace, model: str) -> dict[str, Any]:
             for r, _ in pairs
         }
         counts[name] = {"questions": len(pairs)}
-        for part in PARTS:
+        for part in args.parts:
             other = planned.get(part, planned["default"])
             kinds = {
                 r.id: kind
@@ -273,6 +298,32 @@ def run_model(args: argparse.Namespace, model: str) -> dict[str, Any]:
             lines = run_part(part, config, parts, chosen, runs, args.quiet)
             rows += summarise(part, lines, kinds, groups)
     return {"model": model, "counts": counts, "rows": rows}
+
+
+def _set(group: str) -> str:
+    """The question set of a row's group ("mixed one-fact" → "mixed")."""
+    return group.split()[0]
+
+
+def merged(
+    run: dict[str, Any], chosen: Sequence[str], earlier: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """``run`` (of the parts ``chosen``) with the rows and counts of the other parts and sets
+    from the same model's run in ``earlier`` (a results file's runs)."""
+    before = next((r for r in earlier if r["model"] == run["model"]), None)
+    if before is None:
+        return run
+    rows = [
+        r
+        for r in before["rows"]
+        if r["part"] not in chosen or _set(r["group"]) not in run["counts"]
+    ] + run["rows"]
+    counts = {
+        name: {**before["counts"].get(name, {}), **found}
+        for name, found in {**before["counts"], **run["counts"]}.items()
+    }
+    rows.sort(key=lambda r: (SETS.index(_set(r["group"])), list(PARTS).index(r["part"])))
+    return {**run, "counts": counts, "rows": rows}
 
 
 def render_markdown(result: dict[str, Any], analysis: str) -> str:
@@ -295,8 +346,8 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
     ]
     for run in result["runs"]:
         counts = "; ".join(
-            f"{name}: {c['questions']} questions, plans changed by the checks {c['plan_checks']}, "
-            f"one-step plans {c['mer_after_one_step_plan']}"
+            f"{name}: {c['questions']} questions, "
+            + ", ".join(f"{COUNTED[part]} {c[part]}" for part in PARTS if part in c)
             for name, c in run["counts"].items()
         )
         out += [
@@ -331,9 +382,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         "machine": machine(),
         "date": date.today().isoformat(),
     }
+    out = Path(args.out)
+    earlier = json.loads(out.read_text(encoding="utf-8"))["runs"] if out.is_file() else []
     for model in args.models:  # written after each model: a partial result can be committed
-        result["runs"].append(run_model(args, model))
-        write_results(result, Path(args.out), render_markdown)
+        run = run_model(args, model)
+        earlier = [merged(run, args.parts, earlier), *(r for r in earlier if r["model"] != model)]
+        result["runs"] = sorted(earlier, key=lambda r: [*MODELS, r["model"]].index(r["model"]))
+        write_results(result, out, render_markdown)
 
 
 if __name__ == "__main__":

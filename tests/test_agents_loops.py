@@ -24,6 +24,7 @@ from rag_complexity_agents.agents.plan_execute import (
     loses_the_subject,
     named_steps,
     splice,
+    the_question_alone,
     with_relations,
 )
 from rag_complexity_agents.agents.prompts import plan_execute as plan_prompt
@@ -604,6 +605,25 @@ def test_beyond_the_question(plan: list[str], kept: list[str]) -> None:
             ["Who is Steven Spielberg?", "Where was #1 born?"],
         ),
         (["Who is Hayao Miyazaki?"], "Who is Hayao Miyazaki?", ["Who is Hayao Miyazaki?"]),
+        # a step that asks for a property of a named thing asks for a fact: kept
+        (
+            [
+                "What nationality is Scott Derrickson?",
+                "What nationality is Ed Wood?",
+                "Are #1 and #2 the same?",
+            ],
+            "Were Scott Derrickson and Ed Wood of the same nationality?",
+            [
+                "What nationality is Scott Derrickson?",
+                "What nationality is Ed Wood?",
+                "Are #1 and #2 the same?",
+            ],
+        ),
+        (
+            ["What genre is Nirvana?", "Which band of #1 came from Seattle?"],
+            "Which band of the genre of Nirvana came from Seattle?",
+            ["What genre is Nirvana?", "Which band of #1 came from Seattle?"],
+        ),
         (
             ["Who is Edmund on Days of Our Lives?", "What is Edmund's occupation?"],
             "who is edmund on days of our lives",
@@ -618,6 +638,19 @@ def test_beyond_the_question(plan: list[str], kept: list[str]) -> None:
 )
 def test_named_steps(plan: list[str], question: str, tidied: list[str]) -> None:
     assert named_steps(plan, question) == tidied
+
+
+@pytest.mark.parametrize(
+    ("plan", "kept"),
+    [
+        (["Q?", "What was the name of the team?"], ["Q?"]),
+        (["Which team did they play?", "q"], ["Q?"]),  # the question in other case
+        (["Q?"], ["Q?"]),
+        (["Who is X?", "Where was #1 born?"], ["Who is X?", "Where was #1 born?"]),
+    ],
+)
+def test_the_question_alone(plan: list[str], kept: list[str]) -> None:
+    assert the_question_alone(plan, "Q?") == kept
 
 
 WEST = "Which city served as the capital of West Germany from 1949 to 1990?"
@@ -661,6 +694,22 @@ def test_a_tidied_plan_runs_and_its_notes_keep_the_plan_as_written(parts: Compon
     )
     result, _ = run(parts, "plan_execute", script, question=WEST)  # off by default
     assert len(result.trace["steps"]) == 2 and result.answer == "1949"
+
+
+def test_a_tidied_plan_that_restates_the_question_runs_the_question_alone(
+    parts: Components,
+) -> None:
+    question = "Who founded Studio Ghibli?"
+    written = f"1. {question}\n2. In which year did Studio Ghibli go public?"
+    script = Script(plan=written, answer=["Hayao Miyazaki", "1985"])
+    result, chat = run(
+        parts, "plan_execute", script, question=question, agents={"tidy_plans": True}
+    )
+    assert [s["sub_question"] for s in result.trace["steps"]] == [question]
+    assert result.answer == "Hayao Miyazaki" and chat.kinds().count("answer") == 1
+    assert "plan as written: " + written[3:].replace("\n2. ", " / ") in result.trace["notes"]
+    result, _ = run(parts, "plan_execute", script, question=question)  # off by default
+    assert len(result.trace["steps"]) == 2
 
 
 @pytest.mark.parametrize("shown", range(len(plan_prompt.EXEMPLARS)))

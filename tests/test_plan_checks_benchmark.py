@@ -32,6 +32,20 @@ def bench() -> Any:
         ("plan_checks", ["Who is the husband of Ada Lovelace?"], ["Who is Ada?"], "relation"),
         ("mer_after_one_step_plan", ["Q?"], ["Q?"], "one-step plan"),
         ("mer_after_one_step_plan", ["Q?", "R #1?"], ["Q?", "R #1?"], None),
+        (
+            "tidy_plans",
+            ["Who is Ada Lovelace?", "Where was the husband of #1 born?"],
+            ["Where was the husband of Ada Lovelace born?"],
+            "identity step",
+        ),
+        ("tidy_plans", ["Who is the husband?", QUESTION], [QUESTION], "restated"),
+        (
+            "tidy_plans",
+            ["Who was the husband of Ada Lovelace?", "Where was #1 born?", "When was #2 built?"],
+            ["Who was the husband of Ada Lovelace?", "Where was #1 born?"],
+            "after the answer",
+        ),
+        ("tidy_plans", [QUESTION], [QUESTION], None),
     ],
 )
 def test_changed_by(bench: Any, part: str, default: list[str], other: list[str], kind: Any) -> None:
@@ -90,3 +104,39 @@ def test_summarise_and_the_table(bench: Any) -> None:
     table = bench.render_markdown(result, "")
     assert "| `plan_checks` | relation | musique | 2 | 1 | 1 | 7 | 8 |" in table
     assert "musique: 3 questions, plans changed by the checks 3" in table
+
+
+def test_a_run_of_some_parts_keeps_the_other_parts_rows(bench: Any) -> None:
+    def row(part: str, group: str) -> dict[str, Any]:
+        tally = {"n": 1, "right": 0, "llm_calls": 2}
+        return {"part": part, "check": "c", "group": group, "default": tally, "other": tally}
+
+    before = {
+        "model": "m",
+        "counts": {"musique": {"questions": 3, "plan_checks": 1, "tidy_plans": 2}},
+        "rows": [
+            row("plan_checks", "musique"),
+            row("tidy_plans", "musique"),
+            row("tidy_plans", "2wikimultihopqa_compositional"),
+        ],
+    }
+    run = {
+        "model": "m",
+        "counts": {"mixed": {"questions": 4, "tidy_plans": 1}, "musique": {"tidy_plans": 0}},
+        "rows": [row("tidy_plans", "mixed one-fact")],
+    }
+    found = bench.merged(run, ["tidy_plans"], [before, {**before, "model": "other"}])
+    assert [(r["part"], r["group"]) for r in found["rows"]] == [
+        ("plan_checks", "musique"),  # another part
+        ("tidy_plans", "2wikimultihopqa_compositional"),  # a set this run did not ask
+        ("tidy_plans", "mixed one-fact"),
+    ]
+    assert found["counts"] == {
+        "musique": {"questions": 3, "plan_checks": 1, "tidy_plans": 0},
+        "mixed": {"questions": 4, "tidy_plans": 1},
+    }
+    assert bench.merged(run, ["tidy_plans"], []) == run
+    table = bench.render_markdown(
+        {"runs": [found], "command": "c", "machine": "x", "date": "d"}, ""
+    )
+    assert "musique: 3 questions, plans changed by the checks 1, plans tidied 0" in table

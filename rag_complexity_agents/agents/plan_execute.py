@@ -42,10 +42,11 @@ too) ends the planning prompt with rules against the plan failures seen in trace
 ``agents.split_steps`` (off, a variant row) plans once more a step that still chains two hops
 (:func:`chained_step`) and puts its chain in the step's place (:func:`splice`).
 ``agents.tidy_plans`` (off, a variant row) checks a plan before it runs, with no model call
-(:func:`named_steps`, :func:`ends_on_the_answer`); ``agents.plan_samples`` (off, a variant
-row) sets a plan with a visible flaw (:func:`plan_flaws`) against plans sampled from the same
-prompt and runs the least flawed; ``agents.one_step_exemplar`` (off, a
-variant row) shows a one-fact question planned as one line before the chain exemplars.
+(:func:`named_steps`, :func:`the_question_alone`, :func:`ends_on_the_answer`);
+``agents.plan_samples`` (off, a variant row) sets a plan with a visible flaw
+(:func:`plan_flaws`) against plans sampled from the same prompt and runs the least flawed;
+``agents.one_step_exemplar`` (off, a variant row) shows a one-fact question planned as one
+line before the chain exemplars.
 
 Why this loop (not in the SUNAR paper, whose loops decide the next sub-question after each
 answer): the small packaged models ask one follow-up and stop, or repeat it, in Self-Ask
@@ -160,12 +161,36 @@ def beyond_the_question(questions: Sequence[str], question: str) -> list[str]:
     return list(questions)
 
 
+def restates(questions: Sequence[str], question: str) -> bool:
+    """Whether a plan of more than one step has a step that is the user's question itself."""
+    return len(questions) > 1 and any(same_query(q, question) for q in questions)
+
+
+def the_question_alone(questions: Sequence[str], question: str) -> list[str]:
+    """The user's question as the one step of a plan that restates it (:func:`restates`)
+    beside other steps: the model wrote the question as a lookup of its own and then steps
+    the user did not ask for ("Which NFL team represented the AFC at Super Bowl 50?" then
+    "What was the name of the AFC team?"; "Who did the Broncos beat in the Super Bowl?"
+    after "Which team did the Broncos play in the Super Bowl?"), or ran a chain out of
+    order after it."""
+    return [question] if restates(questions, question) else list(questions)
+
+
 _NAME = r"(?:the\s+)?[A-Z][\w'.&-]*(?:\s+(?:[A-Z0-9][\w'.&-]*|of|de|la|the|and|upon|on))*"
+_PROPERTY = (
+    r"(?:nationality|citizenship|ethnicity|age|gender|sex|height|weight|size|length|area|"
+    r"population|colou?r|year|date|day|month|century|decade|era|period|time|language|religion|"
+    r"genre|occupation|profession|job|position|role|rank|title|status|party|sport|type|kind|"
+    r"sort|number|price|value)"
+)
 _WHAT_IS = re.compile(
-    rf"^(?i:who|what|which)(?:\s+[a-z]+)?\s+(?:is|was|are|were)\s+(?P<name>{_NAME})\s*\??$"
+    rf"^(?i:who|what|which)(?:\s+(?!{_PROPERTY}\b)[a-z]+)?\s+(?:is|was|are|were)"
+    rf"\s+(?P<name>{_NAME})\s*\??$"
 )
 """A step that asks who or what a named thing is ("Which university is Harvard?", "What
-river is the Magdalena River?", "Who is Hayao Miyazaki?"): its answer is, at best, the name."""
+river is the Magdalena River?", "Who is Hayao Miyazaki?"): its answer is, at best, the name.
+A step that asks for a property of the thing ("What nationality is Scott Derrickson?", "What
+genre is Nirvana?") asks for a fact, not the name (:data:`_PROPERTY`)."""
 
 
 def named_steps(questions: Sequence[str], question: str) -> list[str]:
@@ -236,7 +261,7 @@ def plan_flaws(questions: Sequence[str], question: str) -> list[str]:
     #1 play?" for "Who did the cast member of Rooster Cogburn play in True Grit?" drops
     "True Grit"). A plan of one step that is the question has none."""
     flaws = []
-    if len(questions) > 1 and any(same_query(q, question) for q in questions):
+    if restates(questions, question):
         flaws.append("restates the question")
     if any(_UNNAMED.match(q.strip()) for q in questions):
         flaws.append("asks the name of a thing it does not name")
@@ -501,7 +526,8 @@ def _fit(questions: Sequence[str], state: AgentState, ctx: AgentContext) -> list
     (:func:`loses_the_subject`), else the plan with the relations its steps dropped asked for
     (:func:`with_relations`); then cut after the user's question (:func:`beyond_the_question`);
     with ``agents.tidy_plans`` also without steps that ask what a named thing is
-    (:func:`named_steps`) and ending on the kind of answer asked for
+    (:func:`named_steps`), the question alone when a step restates it
+    (:func:`the_question_alone`), and ending on the kind of answer asked for
     (:func:`ends_on_the_answer`)."""
     question = state["question"]
     if ctx.agents.plan_checks:
@@ -509,7 +535,7 @@ def _fit(questions: Sequence[str], state: AgentState, ctx: AgentContext) -> list
             return [question]
         questions = with_relations(questions, question)
     if ctx.agents.tidy_plans:
-        questions = named_steps(questions, question)
+        questions = the_question_alone(named_steps(questions, question), question)
     questions = beyond_the_question(questions, question)
     return ends_on_the_answer(questions, question) if ctx.agents.tidy_plans else questions
 
