@@ -341,7 +341,10 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         "run only on the questions it changes. `agents.plan_checks` (on): on those whose plan "
         "it changes (`subject`: the plan became the question; `relation`: a 'Who is X?' step "
         "asks for X's relative). `mer.after_one_step_plan` (off): on those whose plan has one "
-        "step. *default*: the default's value; *other*: the other value.",
+        "step. `agents.tidy_plans` (off): on those whose plan it changes (`identity step`: a "
+        "step that asks what a named thing is was dropped; `restated`: the plan became its "
+        "step that restates the question; `after the answer`: steps after the question's "
+        "kind of answer were cut). *default*: the default's value; *other*: the other value.",
         "",
     ]
     for run in result["runs"]:
@@ -375,8 +378,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     result: dict[str, Any] = {
         "pipeline": DEFAULT_PIPELINE,
         "runs": [],
+        # every model and part: a run of some merges into the file's others
         "command": "benchmarks/plan_checks.py --data ../shared/data"
-        + (f" --models {','.join(args.models)}" if tuple(args.models) != MODELS else "")
         + (f" --sets {','.join(args.sets)}" if tuple(args.sets) != SETS else "")
         + (f" --limit {args.limit}" if args.limit else ""),
         "machine": machine(),

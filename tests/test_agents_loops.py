@@ -605,6 +605,17 @@ def test_beyond_the_question(plan: list[str], kept: list[str]) -> None:
             ["Who is Steven Spielberg?", "Where was #1 born?"],
         ),
         (["Who is Hayao Miyazaki?"], "Who is Hayao Miyazaki?", ["Who is Hayao Miyazaki?"]),
+        # a step no later step uses or names again: kept, or the name would be lost
+        (
+            ["Who is Scott Derrickson?", "Who is Ed Wood?", "Are they of the same nationality?"],
+            "Were Scott Derrickson and Ed Wood of the same nationality?",
+            ["Who is Scott Derrickson?", "Who is Ed Wood?", "Are they of the same nationality?"],
+        ),
+        (
+            ["Who is Avery Brundage?", "Which body is Avery Brundage in?", "Who leads #2?"],
+            "Who leads the body Avery Brundage is in?",
+            ["Which body is Avery Brundage in?", "Who leads #1?"],
+        ),
         # a step that asks for a property of a named thing asks for a fact: kept
         (
             [
@@ -644,7 +655,7 @@ def test_named_steps(plan: list[str], question: str, tidied: list[str]) -> None:
     ("plan", "kept"),
     [
         (["Q?", "What was the name of the team?"], ["Q?"]),
-        (["Which team did they play?", "q"], ["Q?"]),  # the question in other case
+        (["Which team did they play?", "q"], ["q"]),  # the question in other words
         (["Q?"], ["Q?"]),
         (["Who is X?", "Where was #1 born?"], ["Who is X?", "Where was #1 born?"]),
     ],

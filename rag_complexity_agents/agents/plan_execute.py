@@ -167,13 +167,15 @@ def restates(questions: Sequence[str], question: str) -> bool:
 
 
 def the_question_alone(questions: Sequence[str], question: str) -> list[str]:
-    """The user's question as the one step of a plan that restates it (:func:`restates`)
-    beside other steps: the model wrote the question as a lookup of its own and then steps
-    the user did not ask for ("Which NFL team represented the AFC at Super Bowl 50?" then
-    "What was the name of the AFC team?"; "Who did the Broncos beat in the Super Bowl?"
-    after "Which team did the Broncos play in the Super Bowl?"), or ran a chain out of
+    """The step that restates the user's question, alone, for a plan that has one beside
+    other steps (:func:`restates`): the model wrote the question as a lookup of its own and
+    then steps the user did not ask for ("Which NFL team represented the AFC at Super Bowl
+    50?" then "What was the name of the AFC team?"; "Who did the Broncos beat in the Super
+    Bowl?" after "Which team did the Broncos play in the Super Bowl?"), or a chain out of
     order after it."""
-    return [question] if restates(questions, question) else list(questions)
+    if not restates(questions, question):
+        return list(questions)
+    return [next(q for q in questions if same_query(q, question))]
 
 
 _NAME = r"(?:the\s+)?[A-Z][\w'.&-]*(?:\s+(?:[A-Z0-9][\w'.&-]*|of|de|la|the|and|upon|on))*"
@@ -200,14 +202,21 @@ def named_steps(questions: Sequence[str], question: str) -> list[str]:
     is run as "In what year was Harvard founded?"). Such a step costs a call, and its answer
     is often a description ("an American university") that spoils the next step. A step
     that is the user's question ("Who is Edmund on Days of Our Lives?") stays, and so does a
-    plan that is only such steps."""
+    plan that is only such steps, and a step no later step uses or names again: its name
+    would be lost ("Who is Scott Derrickson?", "Who is Ed Wood?", "Are they of the same
+    nationality?")."""
     asked = f" {normalize_answer(question)} "
     names: dict[int, str] = {}
     for number, planned in enumerate(questions, start=1):
         own = _BACKREF.search(planned) or same_query(planned, question)
         found = None if own else _WHAT_IS.match(planned.strip())
         if found and f" {normalize_answer(found['name'])} " in asked:
-            names[number] = re.sub(r"^the\s+", "", found["name"])
+            name = re.sub(r"^the\s+", "", found["name"])
+            later = questions[number:]
+            used = any(str(number) in _BACKREF.findall(q) for q in later)
+            named = any(f" {normalize_answer(name)} " in f" {normalize_answer(q)} " for q in later)
+            if used or named:
+                names[number] = name
     if not names or len(names) == len(questions):
         return list(questions)
     kept = [n for n in range(1, len(questions) + 1) if n not in names]
