@@ -436,11 +436,11 @@ class AgentsConfig(BaseModel):
         False,
         description="Plan-and-execute: before a plan runs, a step that only asks who or what "
         "a thing the question names is ('Which university is Harvard?') is dropped and later "
-        "steps use the name, a plan with a step that restates the question runs the question "
+        "steps use the name, a plan with a step that restates the question runs that step "
         "alone, and steps after the last one that asks for the kind of answer "
         "the question asks for (a date after 'Which city ...?') are cut; the trace's notes "
-        "keep the plan as written. No LLM call. Off: on the plans it changes it saves a call "
-        "but answers no more questions right. Not in the paper.",
+        "keep the plan as written. No LLM call. Off: on the 34 of 388 plans it changes "
+        "(1.5B) it halves the LLM calls but answers 9 right against 11. Not in the paper.",
     )
     split_steps: bool = Field(
         False,
