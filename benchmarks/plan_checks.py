@@ -5,8 +5,8 @@
   wants ("relation");
 * ``mer.after_one_step_plan`` (off, so MER is skipped after a plan of one answered step);
 * ``agents.tidy_plans`` (off): a step that only asks what a thing the question names is
-  dropped ("identity step"), a plan with a step that restates the question becomes the
-  question ("restated"), and steps after the last one that asks the question's kind of
+  dropped ("identity step"), a plan with a step that restates the question becomes that
+  step ("restated"), and steps after the last one that asks the question's kind of
   answer are cut ("after the answer").
 
 (``agents.one_step_exemplar`` is not measured here: it rewords most plans, so it is a
