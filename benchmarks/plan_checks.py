@@ -1,8 +1,9 @@
 """Parts of the default that act on some questions only, measured on the questions they change.
 
 * ``agents.plan_checks`` (on): a plan that has lost the question's subject becomes the
-  question itself ("subject"); a "Who is X?" step asks for the relative of X the question
-  wants ("relation");
+  question itself ("subject"), and so does one with a step that copies words of a planning
+  exemplar ("exemplar"); a "Who is X?" step asks for the relative of X the question wants
+  ("relation");
 * ``mer.after_one_step_plan`` (off, so MER is skipped after a plan of one answered step);
 * ``agents.tidy_plans`` (off): a step that only asks what a thing the question names is
   dropped ("identity step"), a plan with a step that restates the question becomes that
@@ -50,7 +51,7 @@ import end_to_end as e2e
 from _common import DEFAULT_DATA, REPO, analysis_block, machine, write_results
 
 from rag_complexity_agents.agents.context import derive_components
-from rag_complexity_agents.agents.plan_execute import named_steps, restates
+from rag_complexity_agents.agents.plan_execute import leaks_an_exemplar, named_steps, restates
 from rag_complexity_agents.agents.registry import build_pipeline
 from rag_complexity_agents.config import Config, default_home
 from rag_complexity_agents.config.pipelines import DEFAULT_PIPELINE
@@ -199,7 +200,9 @@ def changed_by(part: str, default: list[str], other: list[str], question: str) -
         if named_steps(default, question) != default:
             return "identity step"
         return "restated" if restates(default, question) else "after the answer"
-    return "subject" if default == [question] else "relation"
+    if default == [question]:
+        return "exemplar" if leaks_an_exemplar(other, question) else "subject"
+    return "relation"
 
 
 def run_part(
@@ -339,7 +342,8 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
         "",
         "A question a part does not change makes the same LLM calls either way, so each part is "
         "run only on the questions it changes. `agents.plan_checks` (on): on those whose plan "
-        "it changes (`subject`: the plan became the question; `relation`: a 'Who is X?' step "
+        "it changes (`subject`: the plan became the question; `exemplar`: it became the "
+        "question because a step copied an exemplar's words; `relation`: a 'Who is X?' step "
         "asks for X's relative). `mer.after_one_step_plan` (off): on those whose plan has one "
         "step. `agents.tidy_plans` (off): on those whose plan it changes (`identity step`: a "
         "step that asks what a named thing is was dropped; `restated`: the plan became its "

@@ -21,6 +21,7 @@ from rag_complexity_agents.agents.plan_execute import (
     ends_on_the_answer,
     in_order,
     is_chain,
+    leaks_an_exemplar,
     loses_the_subject,
     named_steps,
     splice,
@@ -711,7 +712,7 @@ def test_a_tidied_plan_that_restates_the_question_runs_the_question_alone(
     parts: Components,
 ) -> None:
     question = "Who founded Studio Ghibli?"
-    written = f"1. {question}\n2. In which year did Studio Ghibli go public?"
+    written = f"1. {question}\n2. In which year was Studio Ghibli founded?"
     script = Script(plan=written, answer=["Hayao Miyazaki", "1985"])
     result, chat = run(
         parts, "plan_execute", script, question=question, agents={"tidy_plans": True}
@@ -733,6 +734,30 @@ def test_an_exemplar_plan_never_becomes_the_plan(parts: Components, shown: int) 
     asked = [s["sub_question"] for s in result.trace["steps"]]
     assert asked == [Q] and chat.kinds().count("plan") == 2
     assert not set(asked) & plan_prompt.exemplar_questions()
+
+
+def test_a_plan_with_an_exemplars_own_words_becomes_the_question(parts: Components) -> None:
+    """The 0.5B model's copy: a chain step with the Walkman exemplar's "go public"."""
+    question = "Where was the husband of Emily Davenport born?"
+    leaked = "1. Where was Emily Davenport born?\n2. In which city did #1 go public?"
+    script = Script(plan=leaked, answer="Boston")
+    result, chat = run(parts, "plan_execute", script, question=question)
+    assert [s["sub_question"] for s in result.trace["steps"]] == [question]
+    assert chat.kinds().count("plan") == 1
+    result, _ = run(parts, "plan_execute", script, question=question, agents={"plan_checks": False})
+    assert len(result.trace["steps"]) == 2  # the check is part of agents.plan_checks
+
+
+@pytest.mark.parametrize("own", plan_prompt.OWN_PHRASES)
+def test_every_own_phrase_is_an_exemplars_and_leaks_only_where_not_asked(own: str) -> None:
+    shown = " ".join(
+        q for _, chain in (plan_prompt.ONE_STEP, *plan_prompt.EXEMPLARS) for q in chain
+    )
+    assert own in " ".join(q for q, _ in (plan_prompt.ONE_STEP, *plan_prompt.EXEMPLARS)) + shown
+    step = f"What is {own} known for?"
+    assert leaks_an_exemplar(["Who is X?", step], "Who founded Studio Ghibli?")
+    assert not leaks_an_exemplar(["Who is X?", step], f"Why is {own} famous?")
+    assert not leaks_an_exemplar(["Who directed Jawsome?"], "Who directed Jawsome?")
 
 
 def test_plan_execute_plan_is_capped_at_max_steps(parts: Components) -> None:

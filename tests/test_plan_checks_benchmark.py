@@ -30,6 +30,7 @@ def bench() -> Any:
         ("plan_checks", ["Q?", "Where was #1 born?"], ["Q?", "Where was #1 born?"], None),
         ("plan_checks", [QUESTION], ["What is the name of it?"], "subject"),
         ("plan_checks", ["Who is the husband of Ada Lovelace?"], ["Who is Ada?"], "relation"),
+        ("plan_checks", [QUESTION], ["Who is Ada?", "When did #1 go public?"], "exemplar"),
         ("mer_after_one_step_plan", ["Q?"], ["Q?"], "one-step plan"),
         ("mer_after_one_step_plan", ["Q?", "R #1?"], ["Q?", "R #1?"], None),
         (

@@ -28,7 +28,9 @@ becomes the plan (single-step through the loop). Three checks with no model call
 (the first two are ``agents.plan_checks``, on; ``benchmarks/plan_checks.py`` measures them). A
 plan that has lost what the question is about (a step asks "What is the name of the
 airport?", or no step gives any name the question gives) is replaced by the question itself
-(:func:`loses_the_subject`). A step that asks who a named thing is while the question asks
+(:func:`loses_the_subject`), and so is a plan with a step that copies words of a planning
+exemplar's own question ("In which city did #1 go public?", :func:`leaks_an_exemplar`). A
+step that asks who a named thing is while the question asks
 for its husband, father, director ... asks for that relative (:func:`with_relations`). A
 plan is cut before a step that builds on a step restating the whole question
 (:func:`beyond_the_question`): a one-fact question is then answered in one step, not given
@@ -246,6 +248,19 @@ def _names(text: str) -> set[str]:
     words = [w for w in text.split()[1:] if w[:1].isupper()]
     words += re.findall(r"['\"‘“]([^'\"’”]+)['\"’”]", text)
     return _words(words) - STOPWORDS
+
+
+def leaks_an_exemplar(questions: Sequence[str], question: str) -> bool:
+    """Whether a step of the plan holds words of a planning exemplar's own question
+    (:data:`~.prompts.plan_execute.OWN_PHRASES`: "go public", "Dracula") that the user's
+    question does not: the step was copied from the exemplar, and nothing the user asked
+    can answer it."""
+    asked = f" {normalize_answer(question)} "
+    return any(
+        f" {own} " in f" {normalize_answer(q)} " and f" {own} " not in asked
+        for own in map(normalize_answer, prompt.OWN_PHRASES)
+        for q in questions
+    )
 
 
 def loses_the_subject(questions: Sequence[str], question: str) -> bool:
@@ -532,7 +547,8 @@ def _least_flawed(
 
 def _fit(questions: Sequence[str], state: AgentState, ctx: AgentContext) -> list[str]:
     """With ``agents.plan_checks``, the question itself when the plan has lost its subject
-    (:func:`loses_the_subject`), else the plan with the relations its steps dropped asked for
+    (:func:`loses_the_subject`) or copies an exemplar's words (:func:`leaks_an_exemplar`),
+    else the plan with the relations its steps dropped asked for
     (:func:`with_relations`); then cut after the user's question (:func:`beyond_the_question`);
     with ``agents.tidy_plans`` also without steps that ask what a named thing is
     (:func:`named_steps`), the question alone when a step restates it
@@ -540,7 +556,7 @@ def _fit(questions: Sequence[str], state: AgentState, ctx: AgentContext) -> list
     (:func:`ends_on_the_answer`)."""
     question = state["question"]
     if ctx.agents.plan_checks:
-        if loses_the_subject(questions, question):
+        if loses_the_subject(questions, question) or leaks_an_exemplar(questions, question):
             return [question]
         questions = with_relations(questions, question)
     if ctx.agents.tidy_plans:

@@ -424,9 +424,11 @@ class AgentsConfig(BaseModel):
     )
     plan_checks: bool = Field(
         True,
-        description="Plan-and-execute: two checks of a plan, with no LLM call. A plan that has "
+        description="Plan-and-execute: checks of a plan, with no LLM call. A plan that has "
         "lost what the question is about (a step asks 'What is the name of the airport?', or "
-        "no step gives a name the question gives) becomes the question itself; a step that "
+        "no step gives a name the question gives) or that copies words of a planning "
+        "exemplar's own question ('In which city did #1 go public?') becomes the question "
+        "itself; a step that "
         "asks who a named thing is ('Who is Emily Davenport?') while the question wants a "
         "relative of it asks for that relative ('Who is the husband of Emily Davenport?'). "
         "On: measured on the plans they change (benchmarks/results/plan_checks.md). Not in "

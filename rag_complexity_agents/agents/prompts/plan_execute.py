@@ -56,6 +56,20 @@ EXEMPLARS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+OWN_PHRASES: tuple[str, ...] = (
+    "Dracula",
+    "mayor",
+    "Walkman",
+    "go public",
+    "Jaws",
+    "Sistine Chapel",
+)
+"""Words of the exemplars that belong to their own questions: a step of a plan for another
+question that holds one the question does not is copied from an exemplar (the 0.5B model
+plans "In which city did #1 go public?" for "Where was the husband of Emily Davenport
+born?")."""
+
+
 ONE_STEP: tuple[str, tuple[str, ...]] = (
     "Who painted the ceiling of the Sistine Chapel?",
     ("Who painted the ceiling of the Sistine Chapel?",),
