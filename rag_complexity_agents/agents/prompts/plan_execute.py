@@ -56,18 +56,12 @@ EXEMPLARS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-OWN_PHRASES: tuple[str, ...] = (
-    "Dracula",
-    "mayor",
-    "Walkman",
-    "go public",
-    "Jaws",
-    "Sistine Chapel",
-)
-"""Words of the exemplars that belong to their own questions: a step of a plan for another
-question that holds one the question does not is copied from an exemplar (the 0.5B model
-plans "In which city did #1 go public?" for "Where was the husband of Emily Davenport
-born?")."""
+OWN_PHRASES: tuple[str, ...] = ("Dracula", "Walkman", "go public", "Jaws", "Sistine Chapel")
+"""The exemplars' own words: the things they name, and "go public", the one thing they ask
+that other questions seldom do. A step of a plan for another question that holds one the
+question does not was copied from an exemplar (the 0.5B model plans "In which city did #1 go
+public?" for "Where was the husband of Emily Davenport born?"). Generic words such as "city",
+"born" or "father" are not here: right steps use them too."""
 
 
 ONE_STEP: tuple[str, tuple[str, ...]] = (
