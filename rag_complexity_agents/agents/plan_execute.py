@@ -67,7 +67,7 @@ from dataclasses import replace
 
 from ..models.calls import ChatReply, sample_answers, sampling_calls
 from ..models.schemas import ShortAnswer, SubQuestionPlan
-from ..text import STOPWORDS, normalize_answer
+from ..text import STOPWORDS, cover_em, normalize_answer
 from .answer import QUOTE_TOKENS, answer_messages, answer_sub, held_by, shown_docs, step_query
 from .context import AgentContext
 from .kinds import asks_for
@@ -216,8 +216,7 @@ def named_steps(questions: Sequence[str], question: str) -> list[str]:
             name = re.sub(r"^the\s+", "", found["name"])
             later = questions[number:]
             used = any(str(number) in _BACKREF.findall(q) for q in later)
-            named = any(f" {normalize_answer(name)} " in f" {normalize_answer(q)} " for q in later)
-            if used or named:
+            if used or any(cover_em(q, name) for q in later):
                 names[number] = name
     if not names or len(names) == len(questions):
         return list(questions)
@@ -255,11 +254,9 @@ def leaks_an_exemplar(questions: Sequence[str], question: str) -> bool:
     (:data:`~.prompts.plan_execute.OWN_PHRASES`: "go public", "Dracula") that the user's
     question does not: the step was copied from the exemplar, and nothing the user asked
     can answer it."""
-    asked = f" {normalize_answer(question)} "
     return any(
-        f" {own} " in f" {normalize_answer(q)} " and f" {own} " not in asked
-        for own in map(normalize_answer, prompt.OWN_PHRASES)
-        for q in questions
+        not cover_em(question, own) and any(cover_em(q, own) for q in questions)
+        for own in prompt.OWN_PHRASES
     )
 
 
