@@ -68,26 +68,23 @@ SETS = ("musique", "2wikimultihopqa_compositional", "mixed")
 @dataclass(frozen=True)
 class Part:
     """A part of the default that acts on some questions only: its config key, the default's
-    value, the value it is measured against, and whether it changes plans (else it acts
-    after a one-step plan)."""
+    value, the value it is measured against, whether it changes plans (else it acts after a
+    one-step plan), and how the markdown names the questions it changes."""
 
     key: str
     default: bool
     other: bool
     plans: bool
+    changed: str
 
 
 PARTS: dict[str, Part] = {
-    "plan_checks": Part("agents.plan_checks", True, False, plans=True),
-    "mer_after_one_step_plan": Part("mer.after_one_step_plan", False, True, plans=False),
-    "tidy_plans": Part("agents.tidy_plans", False, True, plans=True),
+    "plan_checks": Part("agents.plan_checks", True, False, True, "plans changed by the checks"),
+    "mer_after_one_step_plan": Part(
+        "mer.after_one_step_plan", False, True, False, "one-step plans"
+    ),
+    "tidy_plans": Part("agents.tidy_plans", False, True, True, "plans tidied"),
 }
-COUNTED = {
-    "plan_checks": "plans changed by the checks",
-    "mer_after_one_step_plan": "one-step plans",
-    "tidy_plans": "plans tidied",
-}
-"""How the markdown names the questions a part changes."""
 RESULTS = REPO / "benchmarks" / "results"
 
 
@@ -354,7 +351,7 @@ def render_markdown(result: dict[str, Any], analysis: str) -> str:
     for run in result["runs"]:
         counts = "; ".join(
             f"{name}: {c['questions']} questions, "
-            + ", ".join(f"{COUNTED[part]} {c[part]}" for part in PARTS if part in c)
+            + ", ".join(f"{PARTS[part].changed} {c[part]}" for part in PARTS if part in c)
             for name, c in run["counts"].items()
         )
         out += [
