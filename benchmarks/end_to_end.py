@@ -463,10 +463,13 @@ def bridge_hops(
 ) -> dict[str, Any] | None:
     """How many of a plan's bridge answers (a step whose answer a later step uses as ``#k``)
     cover one of the dataset's intermediate answers (MuSiQue's decomposition, all hops but
-    the last). None for rows without planned steps or datasets without a decomposition."""
+    the last). The ceilings' hops (the dataset's own sub-questions) count the same way, so
+    their row is what the reader does with bridges asked as the dataset asks them. None for
+    rows without steps or datasets without a decomposition."""
     right = counted = 0
     for line in lines:
-        record, steps = records.get(line["id"]), (line.get("trace") or {}).get("steps") or []
+        record, trace = records.get(line["id"]), line.get("trace") or {}
+        steps = trace.get("steps") or trace.get("hops") or []
         if record is None or len(record.decomposition or ()) < 2:
             continue
         plan = [str(s.get("planned") or s.get("sub_question") or "") for s in steps]
@@ -659,7 +662,8 @@ def _hop_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
         "",
         "Hops on MuSiQue, rows with all questions: the first hop is right when the first step's "
         "answer covers the dataset's first intermediate answer; a bridge answer (a planned "
-        "step whose answer a later step uses) when it covers one of the intermediate answers.",
+        "step whose answer a later step uses; for the ceilings, every hop of the dataset's "
+        "own decomposition but the last) when it covers one of the intermediate answers.",
         "",
         "| strategy | model | n | first hop right | final answer right of those "
         "| bridge answers right |",

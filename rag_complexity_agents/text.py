@@ -70,6 +70,54 @@ def cover_em(prediction: str | None, golds: Golds) -> float:
     return 0.0
 
 
+CUT_MARK = " …"
+"""What marks a passage cut short (:func:`cut_passage`)."""
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _stems(text: str, letters: int = 6) -> set[str]:
+    return {w[:letters] for w in normalize_answer(text).split() if w not in STOPWORDS}
+
+
+def cut_passage(text: str, max_chars: int, focus: str = "", title: str = "") -> str:
+    """``text`` cut to at most ``max_chars`` characters, marked with :data:`CUT_MARK` where cut.
+
+    Without ``focus``: its start. With ``focus`` (the question it is read for): the run of
+    whole sentences that fits and holds the most of the question's content words other than
+    the words of the passage's ``title`` (the page's subject, which its start names anyway),
+    words compared by their first six letters, when that is more than the start holds; a cut
+    start is marked too. Ties keep the start, so a passage that fits, or whose start is as
+    good, reads as before. The fact a question asks about a page's subject can sit after the
+    page's first ``max_chars`` characters, where a cut at the start never shows it."""
+    if len(text) <= max_chars:
+        return text
+    head = text[:max_chars] + CUT_MARK
+    wanted = _stems(focus) - _stems(title) if focus else set()
+    if not wanted:
+        return head
+    spans, start = [], 0
+    for match in _SENTENCE_END.finditer(text):
+        spans.append((start, match.start()))
+        start = match.end()
+    spans.append((start, len(text)))
+    budget = max_chars - 2 * len(CUT_MARK)
+    best, best_held = head, len(wanted & _stems(text[:max_chars]))
+    for first, (begin, _) in enumerate(spans):
+        end = begin
+        for _, stop in spans[first:]:
+            if stop - begin > budget:
+                break
+            end = stop
+        if end == begin or begin == 0:
+            continue
+        held = len(wanted & _stems(text[begin:end]))
+        if held > best_held:
+            best_held = held
+            best = CUT_MARK.strip() + " " + text[begin:end] + (CUT_MARK if end < len(text) else "")
+    return best
+
+
 def as_text(value: object) -> str:
     """A string to parse: non-strings become '', NULs are dropped, length is capped."""
     if not isinstance(value, str):

@@ -284,6 +284,12 @@ def test_bridge_hops_count_planned_bridges_against_the_intermediate_answers(e2e:
     line = {"id": "q", "trace": {"steps": steps}}
     assert e2e.bridge_hops([line], {"q": record}) == {"n": 1, "right": 1}
     assert e2e.bridge_hops([{"id": "q", "trace": {}}], {"q": record}) is None
+    gold_hops = [  # a ceiling's trace: the dataset's own sub-questions
+        {"sub_question": "Jaws >> director", "answer": "Peter Benchley"},
+        {"sub_question": "#1 >> place of birth", "answer": "Cincinnati"},
+    ]
+    ceiling = {"id": "q", "trace": {"hops": gold_hops}}
+    assert e2e.bridge_hops([ceiling], {"q": record}) == {"n": 1, "right": 0}
     no_decomposition = QARecord(id="q", dataset="2wiki", question="?", answers=("x",))
     assert e2e.bridge_hops([line], {"q": no_decomposition}) is None
 

@@ -96,6 +96,9 @@ def retrieve(state: AgentState, ctx: AgentContext) -> Update:
     with spending(state, ctx):
         result = ctx.retrieve(query, state["question"], extra_budget=extra, carried=carried)
     batches = _batches(result.trace, ctx.config.asu.m, ctx.agents.uncertain_fraction)
+    focus = query if ctx.config.answer.passage_cut == "question" else ""
+    # a cut for the question is the reader's (answer.passage_chars); MER reads its start
+    keep = ctx.config.answer.passage_chars if focus else ctx.keep_chars
     asu = [b for b in batches if b.get("s") is not None]
     nar = (result.trace.get("nar") or {}) if isinstance(result.trace, dict) else {}
     record: RetrievalRecord = {
@@ -105,7 +108,7 @@ def retrieve(state: AgentState, ctx: AgentContext) -> Update:
         "query": query,
         "strategy": ctx.strategy,
         "c": ctx.budget(extra) if ctx.strategy in NAR_STRATEGIES else None,
-        "docs": [doc_record(d, max_chars=ctx.keep_chars) for d in result.docs],
+        "docs": [doc_record(d, max_chars=keep, focus=focus) for d in result.docs],
         "batches": batches,
         "all_uncertain": bool(asu) and all(b.get("uncertain") for b in asu),
         "unexplored": int(nar.get("neighbour_pool_left", 0) or 0)

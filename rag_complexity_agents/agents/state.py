@@ -23,6 +23,7 @@ from pydantic import Field
 from typing_extensions import TypedDict as TypedDictX  # pydantic's JSON schema needs it (3.11)
 
 from ..config.knobs import KNOBS, bounds, field_of
+from ..text import cut_passage
 from ..types import CITATION_KEYS, Chunk, ScoredDoc
 
 StopReason = Literal[
@@ -276,11 +277,11 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
-def doc_record(doc: ScoredDoc, *, max_chars: int) -> DocRecord:
-    """A ScoredDoc as state data, its text cut to ``max_chars``."""
+def doc_record(doc: ScoredDoc, *, max_chars: int, focus: str = "") -> DocRecord:
+    """A ScoredDoc as state data, its text cut to ``max_chars``: at the start, or where it
+    answers ``focus`` best (:func:`~..text.cut_passage`)."""
     record = cast(DocRecord, plain(doc.to_trace()))
-    text = doc.chunk.text
-    record["text"] = text if len(text) <= max_chars else text[:max_chars] + " …"
+    record["text"] = cut_passage(doc.chunk.text, max_chars, focus, doc.chunk.title)
     return record
 
 

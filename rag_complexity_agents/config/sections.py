@@ -179,6 +179,16 @@ class AnswerConfig(BaseModel):
     passage_chars: int = Field(
         700, ge=50, description="Each passage is cut to this length (characters)."
     )
+    passage_cut: Literal["start", "question"] = Field(
+        "start",
+        description="Where a passage longer than passage_chars is cut. 'start': its first "
+        "passage_chars characters. 'question': the run of whole sentences that fits and holds "
+        "the most of the words of the (sub-)question it was retrieved for, the page title's "
+        "words aside, when that is more than the start holds (text.cut_passage); MER reads "
+        "the start of that cut. Off: on MuSiQue's own sub-questions with the 1.5B model it "
+        "won 3 questions with gold bridges and none with the reader's own "
+        "(benchmarks/results/end_to_end.md). Not in the papers.",
+    )
 
 
 class NARParams(BaseModel):
