@@ -81,7 +81,7 @@ def _stems(text: str, letters: int = 6) -> set[str]:
 
 
 def cut_passage(text: str, max_chars: int, focus: str = "", title: str = "") -> str:
-    """``text`` cut to at most ``max_chars`` characters, marked with :data:`CUT_MARK` where cut.
+    """``text`` cut to ``max_chars`` characters, marked with :data:`CUT_MARK` where cut.
 
     Without ``focus``: its start. With ``focus`` (the question it is read for): the run of
     whole sentences that fits and holds the most of the question's content words other than

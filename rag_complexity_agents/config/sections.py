@@ -186,8 +186,8 @@ class AnswerConfig(BaseModel):
         "the most of the words of the (sub-)question it was retrieved for, the page title's "
         "words aside, when that is more than the start holds (text.cut_passage); MER reads "
         "the start of that cut. Off: on MuSiQue's own sub-questions with the 1.5B model it "
-        "won 3 questions with gold bridges and none with the reader's own "
-        "(benchmarks/results/end_to_end.md). Not in the papers.",
+        "answered 3 more questions with gold bridges and as many as the start with the "
+        "reader's own bridges (benchmarks/results/end_to_end.md). Not in the papers.",
     )
 
 
