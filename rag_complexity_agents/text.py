@@ -76,8 +76,13 @@ CUT_MARK = " …"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def _stems(text: str, letters: int = 6) -> set[str]:
-    return {w[:letters] for w in normalize_answer(text).split() if w not in STOPWORDS}
+def content_words(text: str) -> set[str]:
+    """The normalised words of ``text`` that are not stop words."""
+    return set(normalize_answer(text).split()) - STOPWORDS
+
+
+def _stems(text: str) -> set[str]:
+    return {word[:6] for word in content_words(text)}
 
 
 def cut_passage(text: str, max_chars: int, focus: str = "", title: str = "") -> str:

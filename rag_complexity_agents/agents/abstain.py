@@ -41,7 +41,7 @@ from functools import lru_cache
 from typing import Any, Literal, NamedTuple
 
 from ..retrieval.mer import DEFAULT_EXEMPLARS
-from ..text import STOPWORDS, cover_em, normalize_answer
+from ..text import content_words, cover_em, normalize_answer
 from .parsers import names_passage
 from .prompts import cot, react, searchain, self_ask
 from .retrieve import UNANSWERED
@@ -97,11 +97,6 @@ def guarded_answers() -> frozenset[str]:
 def copied_exemplars(answer: str) -> list[str]:
     """The guarded exemplar answers ``answer`` contains as a run of normalised tokens."""
     return sorted(e for e in guarded_answers() if cover_em(answer, e))
-
-
-def content_words(text: str) -> set[str]:
-    """The normalised words of ``text`` that are not stop words."""
-    return set(normalize_answer(text).split()) - STOPWORDS
 
 
 class Passage(NamedTuple):
