@@ -207,16 +207,14 @@ def named_steps(questions: Sequence[str], question: str) -> list[str]:
     plan that is only such steps, and a step no later step uses or names again: its name
     would be lost ("Who is Scott Derrickson?", "Who is Ed Wood?", "Are they of the same
     nationality?")."""
-    asked = f" {normalize_answer(question)} "
     names: dict[int, str] = {}
     for number, planned in enumerate(questions, start=1):
         own = _BACKREF.search(planned) or same_query(planned, question)
         found = None if own else _WHAT_IS.match(planned.strip())
-        if found and f" {normalize_answer(found['name'])} " in asked:
+        if found and cover_em(question, found["name"]):
             name = re.sub(r"^the\s+", "", found["name"])
-            later = questions[number:]
-            used = any(str(number) in _BACKREF.findall(q) for q in later)
-            if used or any(cover_em(q, name) for q in later):
+            named_again = any(cover_em(q, name) for q in questions[number:])
+            if is_bridge(questions, number - 1) or named_again:
                 names[number] = name
     if not names or len(names) == len(questions):
         return list(questions)
